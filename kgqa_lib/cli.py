@@ -1,0 +1,166 @@
+"""The ``kgqa`` command: run methods, report, reproduce the notebooks, inspect caches."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _parse_set(items: list[str]) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .datasets import DatasetNotFound, load_dataset
+    from .evaluate.report import format_table, summarize
+    from .evaluate.runner import run
+    from .llm import make_llm
+    from .methods import Context
+
+    try:
+        ds = load_dataset(args.dataset, limit=args.limit)
+    except DatasetNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    llm = make_llm(args.llm, args.llm_mode)
+    ctx = Context(llm=llm, settings=_parse_set(args.set), seed=args.seed)
+    records = run(args.method, ds, ctx, args.out, overwrite=args.overwrite, progress=not args.quiet)
+    import pandas as pd
+
+    print(format_table(pd.DataFrame([summarize(records)])))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .evaluate.report import format_table, report
+    from .paths import results_dir
+
+    paths = args.runs or sorted((results_dir() / "runs").glob("*.jsonl"))
+    if not paths:
+        print("no run files given and none under results/runs/", file=sys.stderr)
+        return 2
+    df = report(paths, args.metrics.split(",") if args.metrics else None)
+    table = format_table(df)
+    print(table)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(table + "\n", encoding="utf-8")
+        df.drop(columns=[c for c in df.columns if c.endswith("_ci")]).to_csv(out.with_suffix(".csv"), index=False)
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from .llm import LLMCache
+
+    print(json.dumps(LLMCache().stats(), indent=2))
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from . import models
+
+    path = models.model_path(args.name)
+    print(path)
+    if args.action == "verify":
+        ok = models.verify(args.name)
+        print("sha256 ok" if ok else "sha256 MISMATCH")
+        return 0 if ok else 1
+    return 0
+
+
+def cmd_notebooks(args: argparse.Namespace) -> int:
+    from .notebooks import normalize_file, notebook_paths, relative
+
+    paths = [Path(p) for p in args.paths] or notebook_paths()
+    changed = [p for p in paths if normalize_file(p, check=args.action == "check")]
+    for p in changed:
+        print(("not normalised: " if args.action == "check" else "normalised: ") + relative(p))
+    if args.action == "check" and changed:
+        print("run `kgqa notebooks normalize` and commit the result", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .notebooks import execute, notebook_paths, relative
+
+    paths = [p for p in notebook_paths() if not args.only or any(s in p.name for s in args.only)]
+    params = _parse_set(args.set)
+    started = time.perf_counter()
+    results = []
+    for i, p in enumerate(paths, 1):
+        print(f"[{i}/{len(paths)}] {relative(p)} …", flush=True)
+        res = execute(p, parameters=params)
+        results.append(res)
+        print(f"    {'FAILED: ' + res.error if res.error else 'ok'} ({res.seconds:.1f} s)", flush=True)
+    failed = [r for r in results if r.error]
+    print(f"\nreproduce: {len(results) - len(failed)} notebooks ok, {len(failed)} failed, "
+          f"{time.perf_counter() - started:.1f} s")
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kgqa", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a method over a dataset (resumable)")
+    r.add_argument("--method", required=True)
+    r.add_argument("--dataset", required=True, help="e.g. metaqa:1hop:dev, tiny:films, or a .jsonl path")
+    r.add_argument("--limit", type=int, default=None)
+    r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | openai:MODEL (default $KGQA_LLM or local)")
+    r.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting")
+    r.add_argument("--out", default=None, help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
+    r.add_argument("--overwrite", action="store_true")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(fn=cmd_run)
+
+    rep = sub.add_parser("report", help="aggregate run files into a table")
+    rep.add_argument("runs", nargs="*")
+    rep.add_argument("--metrics", default=None, help="comma-separated, e.g. hits@1,f1")
+    rep.add_argument("--out", default=None, help="write Markdown here (and a .csv beside it)")
+    rep.set_defaults(fn=cmd_report)
+
+    c = sub.add_parser("cache", help="LLM cache statistics")
+    c.add_argument("action", choices=["stats"])
+    c.set_defaults(fn=cmd_cache)
+
+    m = sub.add_parser("model", help="assemble / verify the embedded local model")
+    m.add_argument("action", choices=["assemble", "verify"])
+    m.add_argument("--name", default="qwen2.5-coder-1.5b")
+    m.set_defaults(fn=cmd_model)
+
+    n = sub.add_parser("notebooks", help="normalise committed notebooks (or check they are)")
+    n.add_argument("action", choices=["normalize", "check"])
+    n.add_argument("paths", nargs="*")
+    n.set_defaults(fn=cmd_notebooks)
+
+    rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
+    rp.add_argument("--only", nargs="*", help="substrings of notebook names")
+    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter")
+    rp.set_defaults(fn=cmd_reproduce)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

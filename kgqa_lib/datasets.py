@@ -1,0 +1,196 @@
+"""Question records and the dataset registry.
+
+A dataset spec is ``name:part:split`` (e.g. ``metaqa:2hop:dev``, ``tiny:films``) or a path to a
+``.jsonl`` file of records. External benchmarks are found through ``$KGQA_DATA_DIR`` and are
+never copied into the repository; the project's own sets live under ``data/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .paths import data_dir, external_data_dir
+
+
+@dataclass
+class Question:
+    """One question, whatever benchmark it comes from."""
+
+    qid: str
+    question: str
+    answers: list[str]  # gold answer labels
+    topic_entities: list[str] = field(default_factory=list)  # labels (or ids) of the topic entities
+    kind: str = "factoid"  # "factoid" (Hits@1/F1) or "open" (ROUGE-L against references)
+    gold_query: dict[str, str] = field(default_factory=dict)  # e.g. {"sparql": ..., "path": ...}
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Question":
+        known = {k: d[k] for k in ("qid", "question", "answers", "topic_entities", "kind", "gold_query", "metadata") if k in d}
+        return cls(**known)
+
+    def __str__(self) -> str:
+        return f"[{self.qid}] {self.question} → {' | '.join(self.answers)}"
+
+
+class DatasetNotFound(FileNotFoundError):
+    """A benchmark's files are missing; the message says where to get them."""
+
+
+@dataclass
+class Dataset:
+    name: str
+    questions: list[Question]
+    kg: str | None = None  # the name of the KG this dataset is asked against (see kgqa_lib.kg)
+    source_files: list[Path] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __iter__(self):
+        return iter(self.questions)
+
+    def __getitem__(self, i):
+        return self.questions[i]
+
+    def head(self, n: int | None) -> "Dataset":
+        return Dataset(self.name, self.questions if n is None else self.questions[:n], self.kg, self.source_files)
+
+    def data_hash(self) -> str:
+        h = hashlib.sha256()
+        for q in self.questions:
+            h.update(json.dumps(q.as_dict(), sort_keys=True, ensure_ascii=False).encode())
+        return h.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------
+# MetaQA
+# --------------------------------------------------------------------------------------------
+METAQA_DOWNLOAD = (
+    "MetaQA (Zhang et al., 2018; CC BY 3.0) is published by its authors as 'MetaQA' (vanilla "
+    "questions and kb.txt). Download it, then set KGQA_DATA_DIR to a folder holding "
+    "metaqa/kb.txt (or kb_augmented.txt) and metaqa/qa_<split>_<N>hop.txt with qa_<split>_qtype_<N>hop.txt."
+)
+
+# qtype words → relation, read as "<from>_to_<to>"
+_METAQA_REL = {
+    ("movie", "director"): "directed_by",
+    ("movie", "writer"): "written_by",
+    ("movie", "actor"): "starred_actors",
+    ("movie", "year"): "release_year",
+    ("movie", "genre"): "has_genre",
+    ("movie", "language"): "in_language",
+    ("movie", "tags"): "has_tags",
+    ("movie", "tag"): "has_tags",
+    ("movie", "imdbrating"): "has_imdb_rating",
+    ("movie", "imdbvotes"): "has_imdb_votes",
+}
+
+
+def metaqa_qtype_to_path(qtype: str) -> list[str]:
+    """``director_to_movie_to_language`` → ``['^directed_by', 'in_language']``.
+
+    A leading ``^`` marks an inverse hop (object → subject), as in SPARQL property paths."""
+    nodes = qtype.split("_to_")
+    path = []
+    for a, b in zip(nodes, nodes[1:]):
+        if (a, b) in _METAQA_REL:
+            path.append(_METAQA_REL[(a, b)])
+        elif (b, a) in _METAQA_REL:
+            path.append("^" + _METAQA_REL[(b, a)])
+        else:
+            raise ValueError(f"Unknown MetaQA hop {a}_to_{b} in qtype {qtype!r}")
+    return path
+
+
+_BRACKET = re.compile(r"\[([^\]]+)\]")
+
+
+def load_metaqa(hops: int | str = 1, split: str = "dev") -> Dataset:
+    root = external_data_dir()
+    hops = int(str(hops).rstrip("hop"))
+    if root is None:
+        raise DatasetNotFound(f"metaqa:{hops}hop:{split} needs KGQA_DATA_DIR (unset). {METAQA_DOWNLOAD}")
+    qfile = root / "metaqa" / f"qa_{split}_{hops}hop.txt"
+    tfile = root / "metaqa" / f"qa_{split}_qtype_{hops}hop.txt"
+    if not qfile.exists():
+        raise DatasetNotFound(f"{qfile} not found. {METAQA_DOWNLOAD}")
+    qtypes = tfile.read_text(encoding="utf-8").splitlines() if tfile.exists() else []
+    questions = []
+    for i, line in enumerate(qfile.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        text, _, ans = line.partition("\t")
+        topic = _BRACKET.findall(text)
+        qtype = qtypes[i] if i < len(qtypes) else ""
+        gold = {"path": " / ".join(metaqa_qtype_to_path(qtype))} if qtype else {}
+        questions.append(Question(
+            qid=f"metaqa-{hops}hop-{split}-{i:05d}",
+            question=_BRACKET.sub(r"\1", text).strip(),
+            answers=[a for a in ans.split("|") if a],
+            topic_entities=topic,
+            gold_query=gold,
+            metadata={"hops": hops, "qtype": qtype, "raw": text},
+        ))
+    return Dataset(f"metaqa:{hops}hop:{split}", questions, kg="metaqa", source_files=[qfile])
+
+
+def metaqa_kb_path() -> Path:
+    root = external_data_dir()
+    if root is None:
+        raise DatasetNotFound(f"The MetaQA KB needs KGQA_DATA_DIR (unset). {METAQA_DOWNLOAD}")
+    for name in ("kb.txt", "kb_augmented.txt"):
+        p = root / "metaqa" / name
+        if p.exists():
+            return p
+    raise DatasetNotFound(f"No metaqa/kb.txt or metaqa/kb_augmented.txt under {root}. {METAQA_DOWNLOAD}")
+
+
+# --------------------------------------------------------------------------------------------
+# Our own sets (JSON lines of Question records)
+# --------------------------------------------------------------------------------------------
+def load_jsonl(path: str | Path, name: str | None = None, kg: str | None = None) -> Dataset:
+    path = Path(path)
+    if not path.exists():
+        raise DatasetNotFound(f"{path} not found.")
+    questions = [Question.from_dict(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return Dataset(name or path.stem, questions, kg=kg, source_files=[path])
+
+
+def load_tiny(part: str = "films") -> Dataset:
+    """The quickstart's tiny set: a few questions over ``data/tiny/kb.txt`` (written by us)."""
+    return load_jsonl(data_dir() / "tiny" / f"questions_{part}.jsonl", name=f"tiny:{part}", kg="tiny")
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+_LOADERS: dict[str, Callable[..., Dataset]] = {
+    "metaqa": lambda part="1hop", split="dev": load_metaqa(part, split),
+    "tiny": lambda part="films", split=None: load_tiny(part),
+}
+
+
+def register(name: str, loader: Callable[..., Dataset]) -> None:
+    """Add a loader for ``name:part:split`` specs (used by later modules, e.g. the mini-world)."""
+    _LOADERS[name] = loader
+
+
+def load_dataset(spec: str, limit: int | None = None) -> Dataset:
+    """Resolve ``metaqa:2hop:dev``, ``tiny:films`` or a ``.jsonl`` path into a :class:`Dataset`."""
+    if spec.endswith(".jsonl") or "/" in spec:
+        ds = load_jsonl(spec)
+    else:
+        name, *rest = spec.split(":")
+        if name not in _LOADERS:
+            raise ValueError(f"Unknown dataset {spec!r}; known: {', '.join(sorted(_LOADERS))} (or a .jsonl path)")
+        ds = _LOADERS[name](*rest)
+    return ds.head(limit)

@@ -1,0 +1,66 @@
+"""Aggregate run files into the papers' tables: metric means with bootstrap CIs and costs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+from .metrics import bootstrap_ci
+from .runner import read_records
+
+FACTOID_METRICS = ("hits@1", "f1", "exact_match", "lenient")
+OPEN_METRICS = ("rouge_l",)
+
+
+def summarize(records: list[dict[str, Any]], metrics: Iterable[str] | None = None, seed: int = 0) -> dict[str, Any]:
+    """One row: n, each metric's mean and 95% CI, error count, and per-question costs."""
+    if not records:
+        return {"n": 0}
+    first = records[0]
+    kinds = {r.get("kind", "factoid") for r in records}
+    if metrics is None:
+        metrics = OPEN_METRICS if kinds == {"open"} else FACTOID_METRICS
+    row: dict[str, Any] = {"method": first.get("method"), "dataset": first.get("dataset"),
+                           "model": first.get("model_id"), "n": len(records)}
+    for m in metrics:
+        values = [r["metrics"][m] for r in records if m in r.get("metrics", {})]
+        mean, lo, hi = bootstrap_ci(values, seed=seed) if values else (math.nan, math.nan, math.nan)
+        row[m] = mean
+        row[f"{m}_ci"] = (lo, hi)
+    n = len(records)
+    row["errors"] = sum(1 for r in records if r.get("error"))
+    row["calls/q"] = sum(r["llm"]["calls"] for r in records) / n
+    row["tokens/q"] = sum(r["llm"]["prompt_tokens"] + r["llm"]["completion_tokens"] for r in records) / n
+    row["s/q"] = sum(r["seconds"] for r in records) / n
+    row["llm_s/q (recorded)"] = sum(r["llm"]["recorded_seconds"] for r in records) / n
+    row["cache_hits"] = sum(r["llm"]["cache_hits"] for r in records)
+    return row
+
+
+def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
+    """A pandas DataFrame with one row per run file."""
+    import pandas as pd
+
+    rows = [summarize(read_records(p), metrics) for p in paths]
+    return pd.DataFrame([r for r in rows if r.get("n")])
+
+
+def format_table(df, digits: int = 3) -> str:
+    """Markdown table; a metric with a CI prints as ``0.420 [0.300, 0.540]``."""
+    cols = [c for c in df.columns if not c.endswith("_ci")]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        cells = []
+        for c in cols:
+            v = row[c]
+            if isinstance(v, float):
+                cell = f"{v:.{digits}f}" if not math.isnan(v) else "–"
+                ci = row.get(f"{c}_ci")
+                if isinstance(ci, tuple) and not any(math.isnan(x) for x in ci):
+                    cell += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+            else:
+                cell = str(v)
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

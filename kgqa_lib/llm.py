@@ -1,0 +1,510 @@
+"""One chat interface over two backends, with a persistent record/replay cache.
+
+* ``LocalBackend`` — the embedded GGUF model run in-process by llama-cpp-python (2 threads).
+* ``OpenAIBackend`` — any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
+
+Every call goes through :class:`LLM`, which keys it by the canonical JSON of
+*(model id, messages, temperature, top_p, max_tokens, stop, seed, sample index)* and serves it from
+a SQLite cache. Modes: ``auto`` (cache, else live, then store), ``replay`` (a miss is an error
+that names the key and says how to record it) and ``live`` (always call, then store).
+
+New responses are also appended to JSON-lines *transcripts* (``data/llm_cache/<model>.jsonl``),
+which are committed: a fresh clone imports them into its SQLite cache and replays every default
+run offline, byte for byte. (llama.cpp's greedy decoding was measured not to be bit-identical
+across runs, so exact replays must come from recordings, never from re-generation.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Protocol, Sequence
+
+from .paths import data_dir, user_cache_dir
+
+MODES = ("auto", "replay", "live")
+
+
+# --------------------------------------------------------------------------------------------
+# Requests, results and accounting
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChatRequest:
+    """Everything that determines a response; its canonical JSON is the cache key."""
+
+    model_id: str
+    messages: tuple[tuple[str, str], ...]
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+    sample_index: int = 0
+
+    def canonical(self) -> str:
+        payload = {
+            "model": self.model_id,
+            "messages": [{"role": r, "content": c} for r, c in self.messages],
+            "temperature": round(float(self.temperature), 6),
+            "top_p": round(float(self.top_p), 6),
+            "max_tokens": int(self.max_tokens),
+            "stop": list(self.stop),
+            "seed": int(self.seed),
+            "sample_index": int(self.sample_index),
+        }
+        return json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
+
+    def preview(self, n: int = 80) -> str:
+        user = [c for r, c in self.messages if r == "user"]
+        text = (user[-1] if user else self.messages[-1][1]).strip().replace("\n", " ")
+        return text[-n:] if len(text) > n else text
+
+
+@dataclass
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    seconds: float  # wall time of this call (a cache hit is ~0)
+    recorded_seconds: float  # generation time when the response was recorded
+    cache_hit: bool
+    key: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Usage:
+    """Summed accounting of LLM calls (per question, per run, or per process)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    recorded_seconds: float = 0.0
+
+    def add(self, r: ChatResult) -> None:
+        self.calls += 1
+        self.cache_hits += int(r.cache_hit)
+        self.prompt_tokens += r.prompt_tokens
+        self.completion_tokens += r.completion_tokens
+        self.seconds += r.seconds
+        self.recorded_seconds += r.recorded_seconds
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["seconds"] = round(d["seconds"], 4)
+        d["recorded_seconds"] = round(d["recorded_seconds"], 4)
+        return d
+
+
+_SCOPES: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("kgqa_llm_scopes", default=())
+
+
+@contextlib.contextmanager
+def track_usage() -> Iterator[Usage]:
+    """Collect the usage of every LLM call made inside the block (threads of ``LLM.map`` too)."""
+    usage = Usage()
+    token = _SCOPES.set(_SCOPES.get() + (usage,))
+    try:
+        yield usage
+    finally:
+        _SCOPES.reset(token)
+
+
+class ReplayMiss(LookupError):
+    """Replay mode found no recorded response for a request."""
+
+
+# --------------------------------------------------------------------------------------------
+# The cache: SQLite for lookups, JSON-lines transcripts for committing
+# --------------------------------------------------------------------------------------------
+class LLMCache:
+    """Persistent response cache.
+
+    ``path`` is the SQLite file (default ``<user cache>/llm_cache.sqlite``); ``transcripts`` is a
+    folder of ``*.jsonl`` files that are imported on open (idempotent) and appended to on every
+    store (default ``data/llm_cache``; ``None`` disables transcripts)."""
+
+    def __init__(self, path: str | Path | None = None, transcripts: str | Path | None | bool = True):
+        self.path = Path(path) if path else user_cache_dir() / "llm_cache.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if transcripts is True:
+            transcripts = data_dir() / "llm_cache"
+        self.transcripts = Path(transcripts) if transcripts else None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        with self._conn() as con:
+            con.executescript(
+                """
+                CREATE TABLE IF NOT EXISTS responses (
+                    key TEXT PRIMARY KEY, model_id TEXT, request TEXT, text TEXT,
+                    prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT,
+                    seconds REAL);
+                CREATE TABLE IF NOT EXISTS imported (file TEXT PRIMARY KEY, size INTEGER, mtime REAL);
+                """
+            )
+        if self.transcripts and self.transcripts.is_dir():
+            self.import_transcripts()
+
+    def _conn(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            try:
+                con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.DatabaseError as exc:
+                raise RuntimeError(
+                    f"The LLM cache {self.path} is unreadable ({exc}). Delete it: it is rebuilt "
+                    "from the committed transcripts in data/llm_cache/ on the next run."
+                ) from exc
+            self._local.con = con
+        return con
+
+    def import_transcripts(self) -> int:
+        """Import every ``*.jsonl`` transcript that changed since it was last imported."""
+        n = 0
+        con = self._conn()
+        for f in sorted(self.transcripts.glob("*.jsonl")):
+            st = f.stat()
+            row = con.execute("SELECT size, mtime FROM imported WHERE file=?", (str(f),)).fetchone()
+            if row and row[0] == st.st_size and row[1] == st.st_mtime:
+                continue
+            rows = []
+            with open(f, encoding="utf-8") as fh:
+                for line_no, line in enumerate(fh, 1):
+                    line = line.strip()
+                    if not line:
+                        continue
+                    try:
+                        e = json.loads(line)
+                        resp = e["response"]
+                        rows.append((e["key"], e["request"]["model"], json.dumps(e["request"], sort_keys=True,
+                                     ensure_ascii=False, separators=(",", ":")), resp["text"],
+                                     resp["prompt_tokens"], resp["completion_tokens"],
+                                     resp.get("finish_reason", ""), resp.get("seconds", 0.0)))
+                    except (ValueError, KeyError, TypeError):
+                        # a truncated last line (interrupted run) is skipped, never fatal
+                        continue
+            with self._lock:
+                con.execute("BEGIN")
+                con.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?)", rows)
+                con.execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
+                con.execute("COMMIT")
+            n += len(rows)
+        return n
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT text, prompt_tokens, completion_tokens, finish_reason, seconds FROM responses WHERE key=?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            return None
+        return dict(zip(("text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds"), row))
+
+    def put(self, request: ChatRequest, response: dict[str, Any]) -> None:
+        canonical = request.canonical()
+        key = request.key
+        with self._lock:
+            self._conn().execute(
+                "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)",
+                (key, request.model_id, canonical, response["text"], response["prompt_tokens"],
+                 response["completion_tokens"], response.get("finish_reason", ""), response.get("seconds", 0.0)),
+            )
+            if self.transcripts is not None:
+                self.transcripts.mkdir(parents=True, exist_ok=True)
+                f = self.transcripts / f"{_slug(request.model_id)}.jsonl"
+                line = json.dumps(
+                    {"key": key, "request": json.loads(canonical), "response": response},
+                    ensure_ascii=False, sort_keys=True,
+                )
+                # one write of one whole line, flushed: an interrupted run leaves at most a
+                # truncated last line, which the importer skips
+                with open(f, "a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                st = f.stat()
+                self._conn().execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
+
+    def stats(self) -> dict[str, Any]:
+        con = self._conn()
+        rows = con.execute(
+            "SELECT model_id, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds) "
+            "FROM responses GROUP BY model_id ORDER BY model_id"
+        ).fetchall()
+        return {
+            "path": str(self.path),
+            "transcripts": str(self.transcripts) if self.transcripts else None,
+            "models": [
+                {"model_id": m, "responses": n, "prompt_tokens": p or 0, "completion_tokens": c or 0,
+                 "recorded_seconds": round(s or 0.0, 1)}
+                for m, n, p, c, s in rows
+            ],
+        }
+
+
+def _slug(s: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in s)
+
+
+# --------------------------------------------------------------------------------------------
+# Backends
+# --------------------------------------------------------------------------------------------
+class Backend(Protocol):
+    model_id: str
+
+    def complete(self, request: ChatRequest) -> dict[str, Any]:
+        """Return {text, prompt_tokens, completion_tokens, finish_reason}."""
+
+
+def _strip_special(text: str) -> str:
+    # chat templates occasionally leak their end markers into the text
+    for marker in ("<|im_end|>", "<|endoftext|>", "<|im_start|>"):
+        text = text.replace(marker, "")
+    return text.strip()
+
+
+class LocalBackend:
+    """The embedded GGUF model, in-process through llama-cpp-python.
+
+    Memory is bounded: no llama.cpp RAM prompt cache is attached (measured: its accounting
+    undercounts entries ~13x and a server grew to 22.8 GB); prefix reuse between consecutive
+    prompts happens inside the one ``Llama`` object anyway."""
+
+    def __init__(self, model: str = "default", n_ctx: int = 4096, n_threads: int = 2, n_batch: int = 256):
+        from . import models
+
+        self.spec = models.get_spec(model)
+        self.model_id = self.spec.model_id
+        self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
+        self._llama = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        if self._llama is None:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:  # pragma: no cover - depends on the install
+                raise RuntimeError(
+                    "llama-cpp-python is not installed; run `make setup` (it builds the wheel once, "
+                    "~5 min) or use an OpenAI-compatible endpoint (KGQA_LLM_BASE_URL)."
+                ) from exc
+            from . import models
+
+            path = models.model_path(self.spec.name)
+            self._llama = Llama(
+                model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                n_threads_batch=self.n_threads, n_batch=self.n_batch, verbose=False, seed=0,
+            )
+        return self._llama
+
+    def complete(self, request: ChatRequest) -> dict[str, Any]:
+        with self._lock:  # one llama context: calls are serialised
+            llama = self._load()
+            out = llama.create_chat_completion(
+                messages=[{"role": r, "content": c} for r, c in request.messages],
+                temperature=request.temperature,
+                top_p=request.top_p,
+                max_tokens=request.max_tokens,
+                stop=list(request.stop) or None,
+                seed=request.seed * 1_000_003 + request.sample_index,
+            )
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return {
+            "text": _strip_special(choice["message"].get("content") or ""),
+            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+            "completion_tokens": int(usage.get("completion_tokens", 0)),
+            "finish_reason": choice.get("finish_reason") or "",
+        }
+
+
+class OpenAIBackend:
+    """Any OpenAI-compatible chat endpoint, through the ``openai`` client.
+
+    Timeouts and retries with exponential backoff on 408/409/429/5xx and connection errors are
+    the client's (``max_retries``)."""
+
+    def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = 120.0, max_retries: int = 4):
+        import openai
+
+        self.model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
+        self.model_id = f"openai:{self.model}"
+        base_url = base_url or os.environ.get("KGQA_LLM_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base_url else None)
+        if api_key is None:
+            raise RuntimeError(
+                "No OpenAI API key: set OPENAI_API_KEY, or set KGQA_LLM_BASE_URL to a local "
+                "OpenAI-compatible server (vLLM, Ollama, llama.cpp), or use the embedded model (LLM='local')."
+            )
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+
+    def complete(self, request: ChatRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(
+            model=self.model,
+            messages=[{"role": r, "content": c} for r, c in request.messages],
+            temperature=request.temperature,
+            top_p=request.top_p,
+            max_tokens=request.max_tokens,
+            seed=request.seed * 1_000_003 + request.sample_index,
+        )
+        if request.stop:
+            kwargs["stop"] = list(request.stop)
+        out = self._client.chat.completions.create(**kwargs)
+        choice = out.choices[0]
+        usage = out.usage
+        return {
+            "text": _strip_special(choice.message.content or ""),
+            "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+            "finish_reason": choice.finish_reason or "",
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# The chat interface
+# --------------------------------------------------------------------------------------------
+Messages = Sequence[dict[str, str]] | Sequence[tuple[str, str]] | str
+
+
+def _as_messages(messages: Messages, system: str | None) -> tuple[tuple[str, str], ...]:
+    if isinstance(messages, str):
+        out = [("user", messages)]
+    else:
+        out = [(m["role"], m["content"]) if isinstance(m, dict) else (m[0], m[1]) for m in messages]
+    if system is not None:
+        out.insert(0, ("system", system))
+    return tuple(out)
+
+
+@dataclass
+class LLM:
+    """``llm.chat(messages)`` → :class:`ChatResult`, cached according to ``mode``."""
+
+    backend: Any  # Backend, or None for a replay-only LLM
+    model_id: str
+    cache: LLMCache
+    mode: str = "auto"
+    default_max_tokens: int = 512
+    usage: Usage = field(default_factory=Usage)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"LLM mode must be one of {MODES}, got {self.mode!r}")
+        self._usage_lock = threading.Lock()
+
+    def request(self, messages: Messages, *, system: str | None = None, temperature: float = 0.0,
+                top_p: float = 1.0, max_tokens: int | None = None, stop: Iterable[str] = (),
+                seed: int = 0, sample_index: int = 0) -> ChatRequest:
+        return ChatRequest(
+            model_id=self.model_id, messages=_as_messages(messages, system), temperature=float(temperature),
+            top_p=float(top_p), max_tokens=int(max_tokens or self.default_max_tokens), stop=tuple(stop),
+            seed=int(seed), sample_index=int(sample_index),
+        )
+
+    def chat(self, messages: Messages, **kwargs: Any) -> ChatResult:
+        return self.run(self.request(messages, **kwargs))
+
+    def run(self, request: ChatRequest) -> ChatResult:
+        key = request.key
+        started = time.perf_counter()
+        cached = self.cache.get(key) if self.mode != "live" else None
+        if cached is not None:
+            result = ChatResult(cached["text"], cached["prompt_tokens"], cached["completion_tokens"],
+                                cached["finish_reason"], time.perf_counter() - started, cached["seconds"], True, key)
+        elif self.mode == "replay" or self.backend is None:
+            raise ReplayMiss(_replay_miss_message(request, self.mode))
+        else:
+            response = self.backend.complete(request)
+            response["seconds"] = round(time.perf_counter() - started, 3)
+            self.cache.put(request, response)
+            result = ChatResult(response["text"], response["prompt_tokens"], response["completion_tokens"],
+                                response["finish_reason"], response["seconds"], response["seconds"], False, key)
+        with self._usage_lock:
+            self.usage.add(result)
+            for scope in _SCOPES.get():
+                scope.add(result)
+        return result
+
+    def map(self, requests: Sequence[ChatRequest], workers: int = 4) -> list[ChatResult]:
+        """Run requests concurrently (bounded pool; the local backend serialises internally)."""
+        if workers <= 1 or len(requests) <= 1:
+            return [self.run(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, self.run, r) for r in requests]
+            return [f.result() for f in futures]
+
+
+def _replay_miss_message(request: ChatRequest, mode: str) -> str:
+    where = ""
+    try:  # name the notebook cell when we run inside a kernel
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        if ip is not None:
+            where = f" (in notebook cell [{ip.execution_count}])"
+    except Exception:
+        pass
+    reason = "replay mode" if mode == "replay" else "no backend configured"
+    return (
+        f"No recorded LLM response for key {request.key[:16]}…{where}: {reason}.\n"
+        f"  model={request.model_id} temperature={request.temperature} sample_index={request.sample_index}\n"
+        f"  prompt ends: {request.preview()!r}\n"
+        "To record it, run again with LLM_MODE='auto' (notebook parameter), `--llm-mode auto` (kgqa CLI) "
+        "or KGQA_LLM_MODE=auto: the call then goes to the live model and is appended to "
+        "data/llm_cache/<model>.jsonl; commit that file to make the run replayable."
+    )
+
+
+def resolve_mode(mode: str | None = None) -> str:
+    """An explicit mode wins; ``None`` means ``$KGQA_LLM_MODE``, else ``auto``."""
+    mode = mode or os.environ.get("KGQA_LLM_MODE") or "auto"
+    if mode not in MODES:
+        raise ValueError(f"LLM mode must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCache | None = None,
+             base_url: str | None = None, api_key: str | None = None, **backend_kwargs: Any) -> LLM:
+    """Build an :class:`LLM` from a short name.
+
+    * ``"local"`` (default) / ``"local:qwen2.5-coder-1.5b"`` / ``"local:qwen2.5-0.5b"`` — embedded model;
+    * ``"openai:MODEL"`` (or ``"openai"`` with ``$KGQA_LLM_MODEL``) — an OpenAI-compatible endpoint at
+      ``base_url`` / ``$KGQA_LLM_BASE_URL`` (OpenAI itself when unset).
+
+    ``name=None`` reads ``$KGQA_LLM`` (default ``local``). The backend is created lazily: in replay
+    mode nothing is loaded and no key is needed."""
+    name = name or os.environ.get("KGQA_LLM") or "local"
+    mode = resolve_mode(mode)
+    cache = cache or LLMCache()
+    kind, _, model = name.partition(":")
+    if kind == "local":
+        backend = LocalBackend(model or "default", **backend_kwargs)
+        return LLM(backend, backend.model_id, cache, mode)
+    if kind == "openai":
+        model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
+        if mode == "replay":
+            return LLM(None, f"openai:{model}", cache, mode)
+        backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **backend_kwargs)
+        return LLM(backend, backend.model_id, cache, mode)
+    raise ValueError(f"Unknown LLM {name!r}: use 'local', 'local:<model>' or 'openai:<model>'")

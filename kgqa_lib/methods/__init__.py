@@ -1,0 +1,10 @@
+"""Methods: one module per paper (``baselines``, later ``pgakv``, ``fusic``, ``keqing``).
+
+Each method is a pipeline of named stages; :func:`get_method` resolves a name such as ``io``."""
+
+from __future__ import annotations
+
+from .base import Context, MethodResult, Stage, get_method, method_names, register_method
+from . import baselines  # noqa: F401  (registers io, cot)
+
+__all__ = ["Context", "MethodResult", "Stage", "get_method", "method_names", "register_method"]

@@ -1,0 +1,60 @@
+"""Baselines that answer from the LLM alone: IO (direct few-shot) and CoT (step by step).
+
+Both are two stages: ``generate`` (one LLM call with a few-shot prompt written by us) and
+``parse_answers`` (answers marked in braces; a malformed output is counted, never fatal)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..datasets import Question
+from ..parse import Parsed, extract_braced_answers
+from ..prompts import load_prompt
+from .base import Context, MethodResult, Tracer, register_method
+
+
+@dataclass
+class Generation:
+    prompt: str
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cache_hit: bool
+
+    def as_dict(self):
+        return {"prompt": self.prompt, "text": self.text, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cache_hit": self.cache_hit}
+
+
+def generate(question: str, ctx: Context, prompt_name: str, max_tokens: int = 256,
+             temperature: float = 0.0, sample_index: int = 0) -> Generation:
+    """Fill the few-shot prompt with the question and ask the LLM once."""
+    prompt = load_prompt(prompt_name)
+    messages = prompt.messages(question=question)
+    r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=ctx.seed,
+                     sample_index=sample_index)
+    return Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit)
+
+
+def parse_answers(generation: Generation) -> Parsed:
+    """Pull the answers out of the response (``{...}``), or say why not."""
+    return extract_braced_answers(generation.text)
+
+
+def _answer_with(prompt_name: str, q: Question, ctx: Context, max_tokens: int) -> MethodResult:
+    tr = Tracer()
+    gen = tr.record("generate", generate, q.question, ctx, prompt_name, max_tokens)
+    parsed = tr.record("parse_answers", parse_answers, gen)
+    return MethodResult(parsed.items, gen.text, tr.stages, parsed.error)
+
+
+@register_method("io", prompts=("io",))
+def io(q: Question, ctx: Context) -> MethodResult:
+    """IO prompting: six question→answer exemplars, then the question."""
+    return _answer_with("io", q, ctx, ctx.get("max_tokens", 64))
+
+
+@register_method("cot", prompts=("cot",))
+def cot(q: Question, ctx: Context) -> MethodResult:
+    """Chain-of-thought: six exemplars with short reasoning, then ``Answer: {...}``."""
+    return _answer_with("cot", q, ctx, ctx.get("max_tokens", 256))
