@@ -31,13 +31,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .methods import Context
 
     try:
-        ds = load_dataset(args.dataset, limit=args.limit)
+        ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
     except DatasetNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    llm = make_llm(args.llm, args.llm_mode)
+    # Transcripts under data/llm_cache/ are committed, so only runs on the project's own data
+    # write them; prompts of external benchmarks stay in the machine's SQLite cache.
+    from .llm import LLMCache
+    from .paths import data_dir
+
+    own = bool(ds.source_files) and all(data_dir().resolve() in p.resolve().parents for p in ds.source_files)
+    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if own else None))
     ctx = Context(llm=llm, settings=_parse_set(args.set), seed=args.seed)
-    records = run(args.method, ds, ctx, args.out, overwrite=args.overwrite, progress=not args.quiet)
+    out = args.out
+    if out is None:
+        from .evaluate.runner import default_run_path
+
+        tag = f"sample{args.sample}-seed{args.seed}" if args.sample else ""
+        out = default_run_path(args.method, ds.name, llm.model_id, tag)
+    records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet)
     import pandas as pd
 
     print(format_table(pd.DataFrame([summarize(records)])))
@@ -120,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a method over a dataset (resumable)")
     r.add_argument("--method", required=True)
     r.add_argument("--dataset", required=True, help="e.g. metaqa:1hop:dev, tiny:films, or a .jsonl path")
-    r.add_argument("--limit", type=int, default=None)
+    r.add_argument("--limit", type=int, default=None, help="the first N questions")
+    r.add_argument("--sample", type=int, default=None, help="a seeded random subset of N questions (--seed)")
     r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | openai:MODEL (default $KGQA_LLM or local)")
     r.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
     r.add_argument("--seed", type=int, default=0)

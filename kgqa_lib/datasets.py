@@ -64,6 +64,15 @@ class Dataset:
     def head(self, n: int | None) -> "Dataset":
         return Dataset(self.name, self.questions if n is None else self.questions[:n], self.kg, self.source_files)
 
+    def sample(self, n: int | None, seed: int = 0) -> "Dataset":
+        """A seeded random subset of ``n`` questions, kept in dataset order (None: all)."""
+        if n is None or n >= len(self.questions):
+            return self
+        import random
+
+        idx = sorted(random.Random(seed).sample(range(len(self.questions)), n))
+        return Dataset(f"{self.name}", [self.questions[i] for i in idx], self.kg, self.source_files)
+
     def data_hash(self) -> str:
         h = hashlib.sha256()
         for q in self.questions:
@@ -184,8 +193,9 @@ def register(name: str, loader: Callable[..., Dataset]) -> None:
     _LOADERS[name] = loader
 
 
-def load_dataset(spec: str, limit: int | None = None) -> Dataset:
-    """Resolve ``metaqa:2hop:dev``, ``tiny:films`` or a ``.jsonl`` path into a :class:`Dataset`."""
+def load_dataset(spec: str, limit: int | None = None, sample: int | None = None, seed: int = 0) -> Dataset:
+    """Resolve ``metaqa:2hop:dev``, ``tiny:films`` or a ``.jsonl`` path into a :class:`Dataset`;
+    ``limit`` keeps the first questions, ``sample`` a seeded random subset."""
     if spec.endswith(".jsonl") or "/" in spec:
         ds = load_jsonl(spec)
     else:
@@ -193,4 +203,4 @@ def load_dataset(spec: str, limit: int | None = None) -> Dataset:
         if name not in _LOADERS:
             raise ValueError(f"Unknown dataset {spec!r}; known: {', '.join(sorted(_LOADERS))} (or a .jsonl path)")
         ds = _LOADERS[name](*rest)
-    return ds.head(limit)
+    return ds.sample(sample, seed).head(limit)

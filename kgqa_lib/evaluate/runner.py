@@ -18,7 +18,7 @@ from ..datasets import Dataset
 from ..llm import ReplayMiss, track_usage
 from ..methods import Context, MethodResult, get_method
 from ..paths import results_dir
-from ..prompts import load_prompt
+from ..prompting import load_prompt
 from .metrics import score
 
 

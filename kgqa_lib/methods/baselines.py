@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..datasets import Question
 from ..parse import Parsed, extract_braced_answers
-from ..prompts import load_prompt
+from ..prompting import load_prompt
 from .base import Context, MethodResult, Tracer, register_method
 
 

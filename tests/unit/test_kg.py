@@ -1,0 +1,168 @@
+import json
+import time
+
+import pytest
+
+from kgqa_lib.datasets import metaqa_qtype_to_path
+from kgqa_lib.kg import (QueryRejected, QueryTimeout, check_read_only, from_triples, load_metaqa_kb, load_named,
+                         load_rdf)
+from kgqa_lib.paths import data_dir
+
+ROWS = [
+    ("Inception", "directed_by", "Christopher Nolan"),
+    ("Inception", "release_year", "2010"),
+    ("Interstellar", "directed_by", "Christopher Nolan"),
+    ("Interstellar", "starred_actors", "Anne Hathaway"),
+    ("Les Misérables", "starred_actors", "Anne Hathaway"),
+    ("Les Misérables", "directed_by", "Tom Hooper"),
+    ("Les Misérables", "release_year", "2012"),
+    ("Les Misérables", "release_year", "1998"),  # two films, one label (string-keyed, as in MetaQA)
+]
+
+
+@pytest.fixture(scope="module")
+def kg():
+    return from_triples(ROWS, name="t")
+
+
+def ent(kg, name):
+    return kg.entity_iri(name)
+
+
+def test_labels_and_neighbourhood(kg):
+    assert kg.label(ent(kg, "Inception")) == "Inception"
+    out = {(t.r.label, t.o.label) for t in kg.triples_around(ent(kg, "Inception"), "out")}
+    assert out == {("directed by", "Christopher Nolan"), ("release year", "2010")}
+    inc = {t.s.label for t in kg.triples_around(ent(kg, "Christopher Nolan"), "in")}
+    assert inc == {"Inception", "Interstellar"}
+    assert len(kg.triples_around(ent(kg, "Anne Hathaway"), "both")) == 2
+    assert len(kg.triples_around(ent(kg, "Les Misérables"), limit=2)) == 2
+
+
+def test_lookup_exact_normalised_fuzzy(kg):
+    assert kg.lookup("Inception")[0] == (ent(kg, "Inception"), 1.0, "Inception")
+    assert kg.lookup("les miserables")[0][0] == ent(kg, "Les Misérables")
+    assert kg.lookup("Christopher Nolen")[0][0] == ent(kg, "Christopher Nolan")
+    assert kg.lookup("Christopher Nolen", fuzzy=False) == []
+
+
+def test_ambiguous_labels_return_all():
+    from kgqa_lib.kg import EmbeddedKG
+
+    kg = EmbeddedKG(namespace="http://x/")
+    kg.load_ntriples(
+        '<http://x/e1> <http://www.w3.org/2000/01/rdf-schema#label> "Paris" .\n'
+        '<http://x/e2> <http://www.w3.org/2000/01/rdf-schema#label> "Paris" .\n'
+        '<http://x/e2> <http://www.w3.org/2004/02/skos/core#altLabel> "Paris, Texas" .\n'
+    )
+    assert {e for e, _, _ in kg.lookup("Paris")} == {"http://x/e1", "http://x/e2"}
+    assert kg.labels("http://x/e2") == ["Paris", "Paris, Texas"]
+
+
+def test_follow_path_inverse_and_seed_exclusion(kg):
+    names = lambda xs: sorted(kg.label(x) for x in xs)  # noqa: E731
+    assert names(kg.follow_path(ent(kg, "Christopher Nolan"), ["^directed_by"])) == ["Inception", "Interstellar"]
+    # movies sharing a director with Inception: Inception itself is excluded
+    assert names(kg.follow_path(ent(kg, "Inception"), ["directed_by", "^directed_by"])) == ["Interstellar"]
+    assert names(kg.follow_path(ent(kg, "Inception"), ["directed_by", "^directed_by"], exclude_seed=False)) == [
+        "Inception", "Interstellar"]
+    assert names(kg.follow_path(ent(kg, "Tom Hooper"), ["^directed_by", "release_year"])) == ["1998", "2012"]
+
+
+def test_sparql_select_ask_and_row_cap(kg):
+    rel = kg.relation_iri("directed_by")
+    res = kg.sparql(f"SELECT ?m WHERE {{ ?m <{rel}> <{ent(kg, 'Christopher Nolan')}> }} ORDER BY ?m")
+    assert [r["m"] for r in res] == [ent(kg, "Inception"), ent(kg, "Interstellar")]
+    assert kg.sparql(f"ASK {{ ?m <{rel}> ?d }}").boolean is True
+    capped = kg.sparql("SELECT ?s ?p ?o WHERE { ?s ?p ?o }", max_rows=3)
+    assert len(capped) == 3 and capped.truncated
+
+
+@pytest.mark.parametrize("query", [
+    "INSERT DATA { <http://a> <http://b> <http://c> }",
+    "DELETE WHERE { ?s ?p ?o }",
+    "LOAD <http://example.org/x.ttl>",
+    "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }",
+    "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    "PREFIX x: <http://x/> CLEAR ALL",
+])
+def test_non_read_only_queries_are_rejected(kg, query):
+    with pytest.raises(QueryRejected):
+        kg.sparql(query)
+
+
+def test_keywords_inside_strings_are_allowed():
+    assert check_read_only('SELECT ?s WHERE { ?s ?p "please INSERT coin" } # DELETE in a comment') == "SELECT"
+
+
+def test_syntax_error_is_rejected(kg):
+    with pytest.raises(QueryRejected):
+        kg.sparql("SELECT ?s WHERE { ?s ?p ")
+
+
+def test_timeout():
+    big = from_triples([(f"n{i}", "next", f"n{j}") for i in range(150) for j in range(0, 150, 7)], name="big")
+    t = time.perf_counter()
+    with pytest.raises(QueryTimeout):
+        big.sparql("SELECT (COUNT(*) AS ?c) WHERE { ?a ?p ?b . ?b ?q ?c . ?c ?r ?d . ?d ?s ?e }", timeout=0.2)
+    assert time.perf_counter() - t < 5
+
+
+def test_verbalise(kg):
+    t = kg.triples_around(ent(kg, "Inception"), "out")[0]
+    assert kg.verbalise(t) == f"<Inception> <{t.r.label}> <{t.o.label}>"
+    assert kg.verbalise(t, "sentence").startswith("Inception ")
+
+
+def test_metaqa_loader_and_on_disk_reuse(tmp_path):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("Heat|directed_by|Michael Mann\nHeat|starred_actors|Al Pacino\nThief|directed_by|Michael Mann\n")
+    store = tmp_path / "store"
+    kg = load_metaqa_kb(kb, store_dir=store)
+    assert len(kg) == 3 + 4  # 3 facts + 4 labels
+    del kg
+    marker_before = (store / ".kgqa-source").read_text()
+    kg2 = load_metaqa_kb(kb, store_dir=store)  # reused, not rebuilt
+    assert (store / ".kgqa-source").read_text() == marker_before
+    assert sorted(kg2.label(x) for x in kg2.follow_path(kg2.entity_iri("Michael Mann"), ["^directed_by"])) == ["Heat", "Thief"]
+
+
+def test_ntriples_and_turtle(tmp_path):
+    (tmp_path / "a.ttl").write_text(
+        '@prefix ex: <http://ex/> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
+        'ex:Q1 rdfs:label "Danube" ; ex:flowsThrough ex:Q2 . ex:Q2 rdfs:label "Budapest" .\n')
+    (tmp_path / "b.nt").write_text('<http://ex/Q2> <http://ex/capitalOf> <http://ex/Q3> .\n')
+    kg = load_rdf([tmp_path / "a.ttl", tmp_path / "b.nt"])
+    assert kg.follow_path("http://ex/Q1", ["http://ex/flowsThrough", "http://ex/capitalOf"]) == ["http://ex/Q3"]
+    assert kg.verbalise(kg.triples_around("http://ex/Q1")[0], "sentence") == "Danube flows Through Budapest."
+
+
+def test_tiny_questions_gold_answers_come_from_the_kg():
+    kg = load_named("tiny")
+    for line in (data_dir() / "tiny" / "questions_films.jsonl").read_text().splitlines():
+        q = json.loads(line)
+        seed = kg.lookup(q["topic_entities"][0], fuzzy=False)[0][0]
+        got = sorted(kg.label(x) for x in kg.follow_path(seed, q["gold_query"]["path"].split(" / ")))
+        assert got == sorted(q["answers"]), q["question"]
+
+
+def test_metaqa_qtype_paths():
+    assert metaqa_qtype_to_path("director_to_movie_to_language") == ["^directed_by", "in_language"]
+    assert metaqa_qtype_to_path("movie_to_director_to_movie_to_actor") == ["directed_by", "^directed_by", "starred_actors"]
+    with pytest.raises(ValueError):
+        metaqa_qtype_to_path("planet_to_moon")
+
+
+@pytest.mark.data
+def test_real_metaqa_kb_and_gold_paths(data_dir_or_skip):
+    from kgqa_lib.datasets import load_dataset
+
+    kg = load_named("metaqa")
+    assert len(kg.relations()) == 9
+    ds = load_dataset("metaqa:2hop:dev", limit=100)
+    hits = 0
+    for q in ds:
+        seed = kg.lookup(q.topic_entities[0], fuzzy=False)
+        got = {kg.label(x) for x in kg.follow_path(seed[0][0], q.gold_query["path"].split(" / "))} if seed else set()
+        hits += bool(got & set(q.answers))
+    assert hits >= 90  # the rebuilt KB holds ~98% of the answers
