@@ -37,7 +37,9 @@ def data_dir() -> Path:
 
 
 def figures_dir() -> Path:
-    return repo_root() / "figures"
+    """``figures/``, or ``$KGQA_FIGURES_DIR`` (the test suite writes its figures elsewhere)."""
+    env = os.environ.get("KGQA_FIGURES_DIR")
+    return Path(env).expanduser() if env else repo_root() / "figures"
 
 
 def results_dir() -> Path:
