@@ -196,11 +196,13 @@ class LLMCache:
                     try:
                         e = json.loads(line)
                         resp = e["response"]
-                        rows.append((e["key"], e["request"]["model"], json.dumps(e["request"], sort_keys=True,
-                                     ensure_ascii=False, separators=(",", ":")), resp["text"],
+                        canonical = json.dumps(e["request"], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                        if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != e["key"]:
+                            continue  # an edited entry no longer answers the request it names
+                        rows.append((e["key"], e["request"]["model"], canonical, resp["text"],
                                      resp["prompt_tokens"], resp["completion_tokens"],
                                      resp.get("finish_reason", ""), resp.get("seconds", 0.0)))
-                    except (ValueError, KeyError, TypeError):
+                    except (ValueError, KeyError, TypeError, AttributeError):
                         # a truncated last line (interrupted run) is skipped, never fatal
                         continue
             with self._lock:

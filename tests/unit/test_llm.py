@@ -92,6 +92,16 @@ def test_transcripts_rebuild_a_fresh_cache(tmp_path):
     assert fresh.chat("remember me").text == text
 
 
+def test_an_edited_transcript_entry_is_not_served(tmp_path):
+    llm, _ = make(tmp_path)
+    llm.chat("original prompt")
+    f = tmp_path / "tr" / "echo.jsonl"
+    f.write_text(f.read_text().replace("original prompt", "edited prompt"))
+    fresh = LLM(None, "echo", LLMCache(tmp_path / "other.sqlite", transcripts=tmp_path / "tr"), "replay")
+    with pytest.raises(ReplayMiss):
+        fresh.chat("edited prompt")
+
+
 def test_map_is_concurrent_safe_and_tracks_usage(tmp_path):
     llm, b = make(tmp_path)
     reqs = [llm.request(f"q{i}") for i in range(20)]
