@@ -42,8 +42,12 @@ def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
     """A pandas DataFrame with one row per run file."""
     import pandas as pd
 
-    rows = [summarize(read_records(p), metrics) for p in paths]
-    return pd.DataFrame([r for r in rows if r.get("n")])
+    rows = []
+    for p in paths:
+        row = summarize(read_records(p), metrics)
+        if row.get("n"):
+            rows.append({"run": Path(p).stem, **row})
+    return pd.DataFrame(rows)
 
 
 def format_table(df, digits: int = 3) -> str:
