@@ -207,7 +207,7 @@ class LLMCache:
                         continue
             with self._lock:
                 con.execute("BEGIN")
-                con.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?)", rows)
+                con.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)", rows)  # last entry wins, as in put()
                 con.execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
                 con.execute("COMMIT")
             n += len(rows)
