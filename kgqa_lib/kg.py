@@ -141,13 +141,20 @@ class EmbeddedKG:
     """An in-process KG: ``rdflib.Graph`` over an Oxigraph store (in memory, or on disk)."""
 
     def __init__(self, store_dir: str | Path | None = None, namespace: str = "http://kgqa.local/kg/",
-                 name: str = "kg") -> None:
+                 name: str = "kg", *, entity_ns: str | None = None, relation_ns: str | None = None,
+                 label_predicate: str = RDFS_LABEL, alias_predicate: str = SKOS_ALT,
+                 description_predicate: str = SCHEMA_DESC) -> None:
+        """``label_predicate`` & co. select the schema's naming properties (``rdfs:label`` for
+        Wikidata-style graphs, ``type.object.name`` for Freebase-style ones)."""
         from rdflib import Graph, URIRef
 
         self.name = name
         self.namespace = namespace
-        self.entity_ns = namespace + "entity/"
-        self.relation_ns = namespace + "relation/"
+        self.entity_ns = entity_ns or namespace + "entity/"
+        self.relation_ns = relation_ns or namespace + "relation/"
+        self.label_predicate, self.alias_predicate = label_predicate, alias_predicate
+        self.description_predicate = description_predicate
+        self._naming = {label_predicate, alias_predicate, description_predicate} | _LABEL_PREDICATES
         self.store_dir = Path(store_dir) if store_dir else None
         if self.store_dir:
             self.store_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +164,7 @@ class EmbeddedKG:
         self.graph = Graph(store=OxigraphStore(store=store), identifier=URIRef(GRAPH_IRI))
         self.store: ox.Store = store
         self._g = ox.NamedNode(GRAPH_IRI)
-        self._label_pred = ox.NamedNode(RDFS_LABEL)
+        self._label_pred = ox.NamedNode(label_predicate)
         self._label_cache: dict[str, str] = {}
         self._index: dict[str, list[str]] | None = None
         self._index_keys: list[str] = []
@@ -189,7 +196,7 @@ class EmbeddedKG:
             return entity  # a literal value
         hit = self._label_cache.get(entity)
         if hit is None:
-            labels = self._objects(entity, RDFS_LABEL)
+            labels = self._objects(entity, self.label_predicate)
             if labels:
                 hit = sorted(labels)[0]
             elif entity.startswith(self.relation_ns) or "/relation/" in entity:
@@ -200,11 +207,11 @@ class EmbeddedKG:
         return hit
 
     def labels(self, entity: str) -> list[str]:
-        main = sorted(self._objects(entity, RDFS_LABEL))
-        return main + sorted(set(self._objects(entity, SKOS_ALT)) - set(main))
+        main = sorted(self._objects(entity, self.label_predicate))
+        return main + sorted(set(self._objects(entity, self.alias_predicate)) - set(main))
 
     def description(self, entity: str) -> str:
-        d = self._objects(entity, SCHEMA_DESC)
+        d = self._objects(entity, self.description_predicate)
         return d[0] if d else ""
 
     def _term(self, t) -> Term:
@@ -225,7 +232,7 @@ class EmbeddedKG:
             patterns.append((None, None, node))
         for s, p, o in patterns:
             for q in self.store.quads_for_pattern(s, p, o, self._g):
-                if q.predicate.value in _LABEL_PREDICATES:
+                if q.predicate.value in self._naming:
                     continue
                 out.append(Triple(self._term(q.subject), Term(q.predicate.value, self.label(q.predicate.value)), self._term(q.object)))
                 if limit is not None and len(out) >= limit:
@@ -258,7 +265,7 @@ class EmbeddedKG:
 
     def relations(self) -> list[str]:
         res = self.sparql(f"SELECT DISTINCT ?p WHERE {{ GRAPH <{GRAPH_IRI}> {{ ?s ?p ?o }} }}", max_rows=100000)
-        return sorted(r["p"] for r in res if r["p"] not in _LABEL_PREDICATES)
+        return sorted(r["p"] for r in res if r["p"] not in self._naming)
 
     def entities(self) -> Iterator[str]:
         seen = set()
@@ -280,7 +287,7 @@ class EmbeddedKG:
         with self._lock:
             if self._index is None:
                 idx: dict[str, list[str]] = {}
-                for pred in (RDFS_LABEL, SKOS_ALT):
+                for pred in (self.label_predicate, self.alias_predicate):
                     for q in self.store.quads_for_pattern(None, ox.NamedNode(pred), None, self._g):
                         key = normalise_label(q.object.value)
                         bucket = idx.setdefault(key, [])
@@ -437,13 +444,14 @@ def load_metaqa_kb(path: str | Path, store_dir: str | Path | None = None, name: 
 
 
 def load_rdf(paths: str | Path | Sequence[str | Path], store_dir: str | Path | None = None,
-             namespace: str = "http://kgqa.local/kg/", name: str = "kg") -> EmbeddedKG:
-    """Load N-Triples (``.nt``) or Turtle (``.ttl``) files."""
+             namespace: str = "http://kgqa.local/kg/", name: str = "kg", **kg_options) -> EmbeddedKG:
+    """Load N-Triples (``.nt``) or Turtle (``.ttl``) files; ``kg_options`` go to :class:`EmbeddedKG`
+    (naming predicates, entity/relation namespaces)."""
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     reuse, marker = _reuse(Path(store_dir) if store_dir else None, paths)
     if reuse and str(Path(store_dir).resolve()) in _OPEN:
         return _OPEN[str(Path(store_dir).resolve())]
-    kg = EmbeddedKG(store_dir, namespace=namespace, name=name)
+    kg = EmbeddedKG(store_dir, namespace=namespace, name=name, **kg_options)
     if not reuse:
         for p in paths:
             fmt = ox.RdfFormat.TURTLE if p.suffix in (".ttl", ".turtle") else ox.RdfFormat.N_TRIPLES

@@ -1,0 +1,339 @@
+"""Build the mini-world from its hand-written sources: both RDF schemas and the question sets.
+
+  python scripts/build_miniworld.py          # (re)write data/miniworld/*.nt, ids.json, questions/*.jsonl
+  python scripts/build_miniworld.py --check  # rebuild in memory and fail if any committed file differs
+
+Questions are instantiated from logical forms over the facts (phrasings written by us, several per
+form); every gold answer is the result of the form's gold SPARQL on the built graph, and the
+Wikidata-like and Freebase-like graphs must return the same answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from kgqa_lib import miniworld as mw
+from kgqa_lib.kg import load_rdf
+
+SEED = 0
+
+# --- phrasings, written by us: {s} = subject label, {o} = object label ------------------------
+SIMPLE = {
+    "capital": ["What is the capital of {s}?", "Which city is the capital of {s}?", "Name the capital city of {s}."],
+    "continent": ["On which continent is {s}?", "{s} lies on which continent?"],
+    "official_language": ["What is an official language of {s}?", "Which language is official in {s}?"],
+    "currency": ["What currency is used in {s}?", "Which currency do people pay with in {s}?"],
+    "flows_through": ["Which countries does the {s} flow through?", "Through which countries does the {s} run?"],
+    "mouth": ["Where does the {s} flow into?", "Into which body of water does the {s} empty?"],
+    "length_km": ["How long is the {s}, in kilometres?", "What is the length of the {s} in km?"],
+    "elevation_m": ["How high is {s}, in metres?", "What is the elevation of {s}?"],
+    "part_of_range": ["Which mountain range is {s} part of?", "In which range does {s} stand?"],
+    "area_km2": ["What is the area of {s} in square kilometres?", "How large is {s}, in km²?"],
+    "directed_by": ["Who directed {s}?", "Who was the director of the film {s}?", "{s} was directed by whom?"],
+    "written_by": ["Who wrote the screenplay for {s}?", "Who are the credited writers of {s}?"],
+    "starred_actors": ["Who starred in {s}?", "Which actors appear in {s}?"],
+    "release_year": ["When was {s} released?", "In what year did {s} come out?"],
+    "has_genre": ["What genre is {s}?", "How would you classify the film {s} by genre?"],
+    "in_language": ["What language is {s} in?", "In which language was {s} made?"],
+    "place_of_birth": ["Where was {s} born?", "In which city was {s} born?"],
+    "birth_year": ["In which year was {s} born?", "When was {s} born?"],
+    "citizenship": ["What is the nationality of {s}?", "Which country is {s} a citizen of?"],
+    "occupation": ["What is {s}'s profession?", "What does {s} do for a living?"],
+    "award_received": ["Which awards has {s} received?", "What prizes did {s} win?"],
+    "educated_at": ["Where did {s} study?", "Which university did {s} attend?"],
+    "notable_work": ["What is {s} known for?", "Name a notable work of {s}."],
+    "developer": ["Who developed {s}?", "Which company is behind {s}?"],
+    "founded_by": ["Who founded {s}?", "Who were the founders of {s}?"],
+    "headquarters": ["Where is {s} headquartered?", "In which city are the headquarters of {s}?"],
+    "founded_year": ["When was {s} founded?", "In which year was {s} established?"],
+    "successor": ["What succeeded {s}?", "What came after {s}?"],
+    "programming_language": ["In which programming language is {s} written?", "What language was {s} programmed in?"],
+    "^directed_by": ["Which films did {s} direct?", "Name the movies directed by {s}."],
+    "^starred_actors": ["Which films did {s} act in?", "In which movies does {s} appear?"],
+    "^flows_through": ["Which rivers flow through {s}?"],
+    "^mouth": ["Which rivers flow into the {s}?"],
+    "^developer": ["What products has {s} developed?"],
+}
+
+MULTIHOP = [  # (form without topic, phrasings with {s}, topic class)
+    ({"type": "path", "path": ["place_of_birth", "country"]}, ["In which country was {s} born?", "{s} was born in which country?"], "person"),
+    ({"type": "path", "path": ["place_of_birth", "country", "capital"]}, ["What is the capital of the country where {s} was born?"], "person"),
+    ({"type": "path", "path": ["country", "continent"]}, ["On which continent is {s}?", "Which continent is {s} on?"], "city"),
+    ({"type": "path", "path": ["^directed_by", "release_year"]}, ["When were the films directed by {s} released?", "In which years did films by {s} come out?"], "person"),
+    ({"type": "path", "path": ["^starred_actors", "directed_by"]}, ["Who directed the films that {s} starred in?", "Which directors has {s} worked with as an actor?"], "person"),
+    ({"type": "path", "path": ["directed_by", "^directed_by"]}, ["Which other films were made by the director of {s}?"], "film"),
+    ({"type": "path", "path": ["directed_by", "place_of_birth"]}, ["Where was the director of {s} born?"], "film"),
+    ({"type": "path", "path": ["directed_by", "educated_at"]}, ["Where did the director of {s} study?"], "film"),
+    ({"type": "path", "path": ["developer", "founded_by"]}, ["Who founded the company that developed {s}?"], "product"),
+    ({"type": "path", "path": ["developer", "headquarters"]}, ["Where is the company that makes {s} headquartered?"], "product"),
+    ({"type": "path", "path": ["successor", "successor"]}, ["What came after the successor of {s}?"], "product"),
+    ({"type": "path", "path": ["capital", "^place_of_birth"]}, ["Who was born in the capital of {s}?"], "country"),
+    ({"type": "path", "path": ["flows_through", "capital"]}, ["What are the capitals of the countries the {s} flows through?"], "river"),
+    ({"type": "count", "path": ["flows_through"]}, ["How many countries does the {s} flow through?"], "river"),
+    ({"type": "count", "path": ["^directed_by"]}, ["How many films in the graph did {s} direct?"], "person"),
+    ({"type": "count", "path": ["shares_border_with"]}, ["How many countries does {s} border?", "With how many countries does {s} share a border?"], "country"),
+    ({"type": "argmax", "path": ["^flows_through"], "attr": "length_km"}, ["What is the longest river flowing through {s}?"], "country"),
+    ({"type": "argmax", "path": ["^part_of_range"], "attr": "elevation_m"}, ["What is the highest mountain of the {s}?"], "mountain_range"),
+    ({"type": "argmax", "path": ["shares_border_with"], "attr": "area_km2"}, ["Which neighbour of {s} has the largest area?"], "country"),
+    ({"type": "argmin", "path": ["^directed_by"], "attr": "release_year"}, ["What is the earliest film by {s}?", "Which film did {s} direct first?"], "person"),
+]
+COMPARE = [
+    ("river", "length_km", "max", "Which is longer, the {a} or the {b}?"),
+    ("country", "area_km2", "max", "Which country is larger by area, {a} or {b}?"),
+    ("mountain", "elevation_m", "max", "Which is higher, {a} or {b}?"),
+    ("film", "release_year", "min", "Which film came out first, {a} or {b}?"),
+]
+
+# MetaQA-style templates over the film domain (Keqing): id → (relation path, phrasings with [X])
+TEMPLATES = {
+    "movie_to_director": (["directed_by"], ["who directed [X]", "[X] was directed by who", "who is the director of [X]"]),
+    "movie_to_actor": (["starred_actors"], ["who acted in [X]", "who are the actors in [X]"]),
+    "movie_to_year": (["release_year"], ["when was [X] released", "what year did [X] come out"]),
+    "movie_to_genre": (["has_genre"], ["what genre is [X]", "what type of film is [X]"]),
+    "movie_to_language": (["in_language"], ["what language is [X] in", "which language is spoken in [X]"]),
+    "director_to_movie": (["^directed_by"], ["what films did [X] direct", "which movies were directed by [X]"]),
+    "actor_to_movie": (["^starred_actors"], ["what movies did [X] act in", "which films star [X]"]),
+    "director_to_movie_to_year": (["^directed_by", "release_year"], ["when were the films directed by [X] released", "the movies directed by [X] came out in which years"]),
+    "actor_to_movie_to_director": (["^starred_actors", "directed_by"], ["who directed the films starring [X]", "the movies [X] acted in were directed by who"]),
+    "movie_to_director_to_movie": (["directed_by", "^directed_by"], ["which films share the director of [X]", "what other movies did the director of [X] make"]),
+    "movie_to_actor_to_movie": (["starred_actors", "^starred_actors"], ["which films share actors with [X]", "the actors of [X] also appear in which movies"]),
+    "writer_to_movie_to_genre": (["^written_by", "has_genre"], ["what genres are the films written by [X]", "the movies written by [X] are of which genres"]),
+    "movie_to_director_to_movie_to_actor": (["directed_by", "^directed_by", "starred_actors"], ["who acted in the other films by the director of [X]"]),
+    "actor_to_movie_to_director_to_movie": (["^starred_actors", "directed_by", "^directed_by"], ["which films were made by the directors of the movies starring [X]"]),
+}
+
+
+class Facts:
+    """The sources as adjacency lists, to choose questions that have answers."""
+
+    def __init__(self, src: mw.Source) -> None:
+        self.src = src
+        self.out = defaultdict(list)
+        for f in src.facts:
+            self.out[(f.s, f.p)].append(f.o)
+            if not mw.PROPERTIES[f.p][3]:
+                self.out[(f.o, "^" + f.p)].append(f.s)
+            if f.p in mw.SYMMETRIC:
+                self.out[(f.o, f.p)].append(f.s)
+
+    def walk(self, topic: str, path: list[str]) -> list[str]:
+        cur = [topic]
+        for p in path:  # the topic is excluded at every hop, as in the gold SPARQL
+            cur = [o for o in dict.fromkeys(o for c in cur for o in self.out.get((c, p), [])) if o != topic]
+        return cur
+
+    def of_class(self, cls: str) -> list[str]:
+        return sorted(k for k, e in self.src.entities.items() if e.cls == cls)
+
+    def label(self, key: str) -> str:
+        return self.src.entities[key].label if key in self.src.entities else key
+
+
+def gold(form: dict, kgs: dict, schemas: dict) -> list[str]:
+    """Run the form's gold SPARQL on both schemas; they must agree."""
+    answers = {}
+    for name, kg in kgs.items():
+        res = kg.sparql(mw.sparql(form, schemas[name]), timeout=30)
+        answers[name] = sorted({r["answer"] for r in res if "answer" in r})
+    if answers["wikidata"] != answers["freebase"]:
+        raise AssertionError(f"schemas disagree on {form}: {answers}")
+    return answers["wikidata"]
+
+
+def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
+    F = Facts(src)
+    sets: dict[str, list[dict]] = {"simple": [], "multihop": [], "templated": [], "open": []}
+
+    def add(name, question, form, topic_keys, kind="factoid", meta=None, answers=None):
+        if answers is None:
+            answers = gold(form, kgs, schemas)
+            if not answers:
+                return False
+        rec = {
+            "qid": f"mw-{name}-{len(sets[name]):03d}", "question": question, "answers": answers,
+            "topic_entities": [F.label(k) for k in topic_keys], "kind": kind,
+            "gold_query": {"form": json.dumps(form, sort_keys=True),
+                           "sparql_wikidata": mw.sparql(form, schemas["wikidata"]) if form else "",
+                           "sparql_freebase": mw.sparql(form, schemas["freebase"]) if form else ""},
+            "metadata": {"topic_keys": topic_keys, **(meta or {})},
+        }
+        if form and form.get("path"):
+            rec["gold_query"]["path"] = " / ".join(form["path"])
+        sets[name].append(rec)
+        return True
+
+    # simple: up to 3 facts per property/direction, spread over subjects
+    for prop, phrasings in SIMPLE.items():
+        subjects = sorted({s for (s, p) in F.out if p == prop})
+        rng.shuffle(subjects)
+        for i, s in enumerate(subjects[:3]):
+            form = {"type": "path", "topic": s, "path": [prop]}
+            add("simple", phrasings[i % len(phrasings)].format(s=F.label(s)), form, [s], meta={"property": prop})
+    # dated values (time-varying facts)
+    dated = sorted({f.s for f in src.facts if f.p == "population" and f.year})
+    rng.shuffle(dated)
+    for s in dated[:6]:
+        years = sorted({f.year for f in src.facts if f.s == s and f.p == "population"})
+        y = years[0]
+        form = {"type": "value_at", "topic": s, "attr": "population", "year": int(y)}
+        add("simple", f"What was the population of {F.label(s)} in {y}?", form, [s], meta={"property": "population", "temporal": True})
+    # multihop: path / count / superlative forms, then comparisons
+    for base, phrasings, cls in MULTIHOP:
+        topics = F.of_class(cls)
+        rng.shuffle(topics)
+        n = 0
+        for t in topics:
+            cands = F.walk(t, base["path"])
+            if not cands or (base["type"] in ("argmax", "argmin") and len(cands) < 2):
+                continue
+            form = {**base, "topic": t}
+            if add("multihop", phrasings[n % len(phrasings)].format(s=F.label(t)), form, [t],
+                   meta={"hops": len(base["path"]), "form": base["type"]}):
+                n += 1
+            if n == 3:
+                break
+    for cls, attr, order, phrasing in COMPARE:
+        ents = [e for e in F.of_class(cls) if F.out.get((e, attr))]
+        rng.shuffle(ents)
+        for a, b in list(zip(ents[::2], ents[1::2]))[:4]:
+            va, vb = float(F.out[(a, attr)][0]), float(F.out[(b, attr)][0])
+            if va == vb:
+                continue
+            form = {"type": "compare", "entities": [a, b], "attr": attr, "order": order}
+            add("multihop", phrasing.format(a=F.label(a), b=F.label(b)), form, [a, b], meta={"hops": 1, "form": "compare"})
+    # templated (film domain, MetaQA-style, Keqing)
+    classes = {"movie": "film", "director": "person", "actor": "person", "writer": "person"}
+    for tid, (path, phrasings) in TEMPLATES.items():
+        start = classes[tid.split("_to_")[0]]
+        topics = [t for t in F.of_class(start) if F.walk(t, path)]
+        rng.shuffle(topics)
+        for i, t in enumerate(topics[:5]):
+            form = {"type": "path", "topic": t, "path": path}
+            text = phrasings[i % len(phrasings)].replace("[X]", F.label(t))
+            add("templated", text, form, [t], meta={"template": tid, "hops": len(path),
+                                                    "raw": phrasings[i % len(phrasings)].replace("[X]", f"[{F.label(t)}]")})
+    # open-ended: references written from the KG facts in three styles
+    sets["open"] = open_questions(F, rng)
+    return sets
+
+
+def _join(xs: list[str]) -> str:
+    xs = list(xs)
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
+
+
+def open_questions(F: Facts, rng) -> list[dict]:
+    out = []
+
+    def add(question, refs, topic_keys, meta):
+        out.append({"qid": f"mw-open-{len(out):03d}", "question": question, "answers": refs,
+                    "topic_entities": [F.label(k) for k in topic_keys], "kind": "open",
+                    "gold_query": {}, "metadata": {"topic_keys": topic_keys, **meta}})
+
+    L = F.label
+    for r in sorted(F.of_class("river"), key=lambda k: L(k))[:10]:
+        through = [L(c) for c in F.out.get((r, "flows_through"), [])]
+        length = F.out.get((r, "length_km"), [])
+        mouth = [L(m) for m in F.out.get((r, "mouth"), [])]
+        if not through or not length:
+            continue
+        tail = f" and flows into the {_join(mouth)}" if mouth else ""
+        add(f"Tell me about the {L(r)} river.", [
+            f"The {L(r)} is a river about {length[0]} km long that flows through {_join(through)}{tail}.",
+            f"About {length[0]} kilometres long, the {L(r)} runs through {_join(through)}{tail}.",
+            f"{L(r)}: length {length[0]} km; countries: {_join(through)}" + (f"; mouth: {_join(mouth)}." if mouth else "."),
+        ], [r], {"style": "describe", "domain": "geography"})
+    for d in F.of_class("person"):
+        films = F.out.get((d, "^directed_by"), [])
+        if len(films) < 2:
+            continue
+        dated = sorted((F.out.get((f, "release_year"), ["?"])[0], L(f)) for f in films)
+        lst = [f"{t} ({y})" for y, t in dated]
+        add(f"Which films has {L(d)} directed, and when were they released?", [
+            f"{L(d)} directed {_join(lst)}.",
+            f"Films directed by {L(d)} include " + _join([f"{t}, released in {y}" for y, t in dated]) + ".",
+            f"{_join([t for _, t in dated])} were directed by {L(d)}; they came out in {_join([y for y, _ in dated])}.",
+        ], [d], {"style": "list", "domain": "films"})
+        if sum(1 for q in out if q["metadata"]["style"] == "list") >= 10:
+            break
+    countries = [c for c in F.of_class("country") if F.out.get((c, "area_km2")) and F.out.get((c, "capital"))]
+    rng.shuffle(countries)
+    for a, b in list(zip(countries[::2], countries[1::2]))[:10]:
+        aa, ab = F.out[(a, "area_km2")][0], F.out[(b, "area_km2")][0]
+        bigger = L(a) if float(aa) > float(ab) else L(b)
+        add(f"Compare {L(a)} and {L(b)}.", [
+            f"{L(a)} has its capital in {L(F.out[(a, 'capital')][0])} and an area of {aa} km², while {L(b)}'s capital is "
+            f"{L(F.out[(b, 'capital')][0])} and its area is {ab} km²; {bigger} is the larger of the two.",
+            f"{bigger} is larger: {L(a)} covers {aa} km² and {L(b)} covers {ab} km². Their capitals are "
+            f"{L(F.out[(a, 'capital')][0])} and {L(F.out[(b, 'capital')][0])}.",
+            f"{L(a)}: capital {L(F.out[(a, 'capital')][0])}, area {aa} km². {L(b)}: capital {L(F.out[(b, 'capital')][0])}, area {ab} km².",
+        ], [a, b], {"style": "compare", "domain": "geography"})
+    recent = sorted({k for k in F.of_class("product") if any(int(float(y)) >= 2023 for y in F.out.get((k, "release_year"), []))})
+    for p in recent[:10]:
+        y = F.out[(p, "release_year")][0]
+        dev = [L(d) for d in F.out.get((p, "developer"), [])]
+        prev = [L(x) for x in F.out.get((p, "^successor"), [])]
+        prev_txt = f" It succeeded {_join(prev)}." if prev else ""
+        add(f"What is {L(p)}?", [
+            f"{L(p)} is a product by {_join(dev) or 'an unknown developer'} released in {y}.{prev_txt}",
+            f"Released in {y}, {L(p)} was developed by {_join(dev) or 'an unknown developer'}.{prev_txt}",
+            f"{L(p)}: developer {_join(dev) or 'unknown'}, release year {y}" + (f", successor of {_join(prev)}." if prev else "."),
+        ], [p], {"style": "new_knowledge", "domain": "technology"})
+    return out
+
+
+def build_all() -> dict[str, str]:
+    """Return {relative path: content} of every generated file."""
+    src = mw.read_source()
+    if src.problems:
+        raise SystemExit("source problems:\n  " + "\n  ".join(src.problems[:50]))
+    schemas = {"wikidata": mw.wikidata_schema(src), "freebase": mw.freebase_schema(src)}
+    files = {
+        "kg_wikidata.nt": "\n".join(mw.to_wikidata(src, schemas["wikidata"])) + "\n",
+        "kg_freebase.nt": "\n".join(mw.to_freebase(src, schemas["freebase"])) + "\n",
+        "ontology.nt": "\n".join(mw.ontology(schemas["wikidata"])) + "\n",
+        "ids.json": json.dumps({k: {n: s.ids[k] for n, s in schemas.items()} for k in sorted(src.entities)},
+                               indent=0, sort_keys=True) + "\n",
+    }
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp())
+    kgs = {}
+    for name in schemas:
+        (tmp / f"{name}.nt").write_text(files[f"kg_{name}.nt"] + files["ontology.nt"], encoding="utf-8")
+        kgs[name] = mw.load_kg(name, path=tmp / f"{name}.nt")
+    sets = make_questions(src, kgs, schemas, random.Random(SEED))
+    for name, qs in sets.items():
+        files[f"questions/{name}.jsonl"] = "".join(json.dumps(q, ensure_ascii=False, sort_keys=True) + "\n" for q in qs)
+    return files
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--check", action="store_true", help="fail if a committed file differs from a fresh build")
+    args = ap.parse_args()
+    files = build_all()
+    root = mw.out_dir()
+    stale = []
+    for rel, content in files.items():
+        path = root / rel
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != content:
+                stale.append(rel)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+    for rel, content in files.items():
+        print(f"{rel:28s} {content.count(chr(10)):6d} lines")
+    if stale:
+        print("stale (run scripts/build_miniworld.py):", ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
