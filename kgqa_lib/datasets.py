@@ -182,7 +182,18 @@ def load_tiny(part: str = "films") -> Dataset:
 # --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
+def load_miniworld(part: str = "simple", split: str | None = None) -> Dataset:
+    """Our mini-world question sets: ``simple``, ``multihop``, ``open``, ``templated``
+    (``data/miniworld/questions/``; asked against ``miniworld`` = the Wikidata-like schema)."""
+    path = data_dir() / "miniworld" / "questions" / f"{part}.jsonl"
+    if not path.exists():
+        raise DatasetNotFound(f"{path} not found: run `python scripts/build_miniworld.py` (sets: simple, "
+                              "multihop, open, templated)")
+    return load_jsonl(path, name=f"miniworld:{part}", kg="miniworld")
+
+
 _LOADERS: dict[str, Callable[..., Dataset]] = {
+    "miniworld": load_miniworld,
     "metaqa": lambda part="1hop", split="dev": load_metaqa(part, split),
     "tiny": lambda part="films", split=None: load_tiny(part),
 }

@@ -471,7 +471,7 @@ def from_triples(rows: Iterable[tuple[str, str, str]], name: str = "kg") -> Embe
 
 
 def load_named(name: str, store_dir: str | Path | None = None) -> EmbeddedKG:
-    """The KG a dataset is asked against: ``tiny`` (ours) or ``metaqa`` (via KGQA_DATA_DIR)."""
+    """The KG a dataset is asked against: ``tiny`` and ``miniworld`` (ours), ``metaqa`` (KGQA_DATA_DIR)."""
     from .datasets import metaqa_kb_path
     from .paths import data_dir, user_cache_dir
 
@@ -479,4 +479,8 @@ def load_named(name: str, store_dir: str | Path | None = None) -> EmbeddedKG:
         return load_metaqa_kb(data_dir() / "tiny" / "kb.txt", name="tiny")
     if name == "metaqa":
         return load_metaqa_kb(metaqa_kb_path(), store_dir=store_dir or user_cache_dir() / "kg" / "metaqa")
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny' or 'metaqa'")
+    if name in ("miniworld", "miniworld:wikidata", "miniworld:freebase"):
+        from .miniworld import load_kg
+
+        return load_kg("freebase" if name.endswith("freebase") else "wikidata")
+    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]' or 'metaqa'")
