@@ -1,4 +1,18 @@
-"""Metrics. Strict ones first; the lenient substring match is reported beside them, labelled."""
+"""Per-question metrics: pure functions over answer strings.
+
+Strict metrics (all after :func:`normalize_answer`):
+
+- ``hits_at_1``  — the first prediction is a gold answer.
+- ``any_hit``    — some prediction is a gold answer.
+- ``exact_set_match`` — the prediction set equals the gold set.
+- ``set_prf``    — precision, recall and F1 of the prediction set against the gold set.
+- ``rouge_l``    — ROUGE-L F-measure of a free-text response (open questions).
+
+``lenient_match`` (the ToG-style substring match) is LENIENT: report it only beside the strict
+metrics, labelled as such, never instead of them. ``bootstrap_ci`` turns per-question values into
+a mean with a percentile-bootstrap confidence interval. ``score`` bundles the applicable metrics
+for one question.
+"""
 
 from __future__ import annotations
 
@@ -12,43 +26,68 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = ["normalize_answer", "hits_at_1", "any_hit", "exact_set_match", "set_prf", "lenient_match",
-           "rouge_l", "bootstrap_ci", "score"]
+           "rouge_l", "bootstrap_ci", "score", "FACTOID_KEYS", "OPEN_KEYS"]
+
+FACTOID_KEYS = ("hits@1", "any_hit", "exact_match", "precision", "recall", "f1", "lenient")
+OPEN_KEYS = ("rouge_l",)
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = set(string.punctuation) | {"‘", "’", "“", "”", "–", "—"}
+_ASCII_PUNCT = frozenset(string.punctuation)
+_LENIENT_MIN_CHARS = 3
+
+
+def _is_punct(ch: str) -> bool:
+    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
 
 
 def normalize_answer(s: object) -> str:
-    """SQuAD-style: lowercase, strip accents and punctuation, drop articles, collapse spaces."""
-    s = unicodedata.normalize("NFKD", str(s or ""))
-    s = "".join(ch for ch in s if not unicodedata.combining(ch)).lower()
-    s = "".join(" " if ch in _PUNCT else ch for ch in s)
-    s = _ARTICLES.sub(" ", s)
-    return " ".join(s.split())
+    """SQuAD-style normalisation: lowercase, strip accents, remove punctuation, remove the articles
+    a/an/the, collapse whitespace.
+
+    Punctuation is deleted, not replaced by a space, as in the SQuAD script ("Kang-ho" → "kangho",
+    "U.S." → "us", "1,000" → "1000"); it covers ASCII punctuation and every Unicode punctuation
+    character (curly quotes, dashes). Accents are stripped by NFKD decomposition ("Amélie" →
+    "amelie"). ``None`` → ``""``."""
+    if s is None:
+        return ""
+    text = unicodedata.normalize("NFKD", str(s))
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    text = "".join(ch for ch in text if not _is_punct(ch))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
 
 
-def _norm_set(xs: Iterable[str]) -> set[str]:
+def _norm_set(xs: Iterable[object]) -> set[str]:
+    """Normalised, non-empty answers as a set (answers that normalise to "" are dropped)."""
     return {n for n in (normalize_answer(x) for x in xs) if n}
 
 
 def hits_at_1(predictions: Sequence[str], gold: Sequence[str]) -> float:
-    """1.0 if the first prediction equals (after normalisation) any gold answer."""
+    """1.0 if the FIRST prediction, normalised, equals any normalised gold answer, else 0.0.
+    No predictions (or a first prediction that normalises to "") → 0.0."""
     if not predictions:
         return 0.0
-    return float(normalize_answer(predictions[0]) in _norm_set(gold))
+    first = normalize_answer(predictions[0])
+    return float(bool(first) and first in _norm_set(gold))
 
 
 def any_hit(predictions: Sequence[str], gold: Sequence[str]) -> float:
-    """1.0 if any prediction is a gold answer."""
+    """1.0 if any normalised prediction equals any normalised gold answer, else 0.0."""
     return float(bool(_norm_set(predictions) & _norm_set(gold)))
 
 
 def exact_set_match(predictions: Sequence[str], gold: Sequence[str]) -> float:
+    """1.0 if the normalised prediction set equals the normalised gold set (order and duplicates
+    ignored), else 0.0. Both empty → 1.0 (consistent with :func:`set_prf`)."""
     return float(_norm_set(predictions) == _norm_set(gold))
 
 
 def set_prf(predictions: Sequence[str], gold: Sequence[str]) -> tuple[float, float, float]:
-    """Precision, recall, F1 over normalised answer sets. Both empty → (1, 1, 1); one empty → 0s."""
+    """(precision, recall, F1) of the normalised prediction set P against the gold set G:
+    precision = |P∩G|/|P|, recall = |P∩G|/|G|, F1 their harmonic mean (0 when P∩G is empty).
+
+    Conventions: both empty → (1, 1, 1) (correctly predicting "no answer"); exactly one empty →
+    (0, 0, 0)."""
     p, g = _norm_set(predictions), _norm_set(gold)
     if not p and not g:
         return 1.0, 1.0, 1.0
@@ -61,14 +100,24 @@ def set_prf(predictions: Sequence[str], gold: Sequence[str]) -> tuple[float, flo
 
 
 def _contains_words(haystack: str, needle: str) -> bool:
-    return len(needle) >= 3 and re.search(r"(?:^|\s)" + re.escape(needle) + r"(?:\s|$)", haystack) is not None
+    """``needle`` occurs in ``haystack`` as whole words and has at least 3 characters."""
+    return len(needle) >= _LENIENT_MIN_CHARS and re.search(
+        r"(?<!\S)" + re.escape(needle) + r"(?!\S)", haystack) is not None
 
 
 def lenient_match(predictions: Sequence[str], gold: Sequence[str]) -> float:
-    """LENIENT (ToG-style) substring match: a gold answer inside a prediction or vice versa, on
-    word boundaries and only for strings of at least 3 characters (so "a" or "the" never counts
-    as a hit for "Barack Obama"). Report it only beside the strict metrics."""
+    """LENIENT (ToG-style) substring match — report only beside the strict metrics.
+
+    1.0 if, after normalisation, some prediction equals a gold answer, or some gold answer is
+    contained in some prediction, or some prediction is contained in some gold answer; else 0.0.
+
+    Guard against the known abuse of plain substring matching (a prediction like "a", "the" or a
+    single letter "hitting" "Barack Obama"): the contained string must have at least 3 characters
+    and must match on word boundaries ("Obama" is in "Barack Obama", but not in "Obamacare").
+    Articles are already removed by normalisation, so "the" normalises to "" and never matches."""
     ps, gs = _norm_set(predictions), _norm_set(gold)
+    if ps & gs:
+        return 1.0
     return float(any(_contains_words(p, g) or _contains_words(g, p) for p in ps for g in gs))
 
 
@@ -80,15 +129,24 @@ def _rouge():
 
 
 def rouge_l(prediction: str, references: Sequence[str]) -> float:
-    """ROUGE-L F-measure (rouge-score, stemmed), the maximum over the references."""
-    if not prediction or not prediction.strip() or not references:
+    """ROUGE-L F-measure (``rouge_score.rouge_scorer``, Porter stemming) of ``prediction`` against
+    each reference; the maximum over the references. Empty prediction or no references → 0.0."""
+    if not prediction or not str(prediction).strip():
         return 0.0
-    return max(_rouge().score(ref, prediction)["rougeL"].fmeasure for ref in references)
+    refs = [str(r) for r in references if r is not None and str(r).strip()]
+    if not refs:
+        return 0.0
+    return max(_rouge().score(ref, str(prediction))["rougeL"].fmeasure for ref in refs)
 
 
 def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95,
                  seed: int = 0) -> tuple[float, float, float]:
-    """(mean, low, high): percentile bootstrap of the mean with ``np.random.default_rng(seed)``."""
+    """(mean, low, high): the mean of ``values`` and a percentile-bootstrap confidence interval of
+    the mean — ``n_resamples`` resamples with replacement drawn with
+    ``np.random.default_rng(seed)``, the ``(1-confidence)/2`` and ``(1+confidence)/2`` quantiles
+    of the resampled means. Deterministic for a given seed. ``None`` values are skipped; no values
+    → (nan, nan, nan); one value v → (v, v, v). The interval always contains the mean (in the
+    degenerate case where a percentile falls on the wrong side of it, it is widened to the mean)."""
     x = np.asarray([v for v in values if v is not None], dtype=float)
     if x.size == 0:
         return math.nan, math.nan, math.nan
@@ -96,17 +154,30 @@ def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: f
     if x.size == 1:
         return mean, mean, mean
     rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1)
+    means = np.empty(n_resamples)
+    step = max(1, 2_000_000 // x.size)  # bound the index matrix to ~16 MB
+    for i in range(0, n_resamples, step):
+        n = min(step, n_resamples - i)
+        means[i:i + n] = x[rng.integers(0, x.size, size=(n, x.size))].mean(axis=1)
     alpha = (1 - confidence) / 2
-    return mean, float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return mean, float(min(low, mean)), float(max(high, mean))
 
 
-def score(predictions: Sequence[str], gold: Sequence[str], kind: str = "factoid", response: str | None = None) -> dict[str, float]:
-    """All applicable metrics for one question. ``open`` questions are scored with ROUGE-L of the
-    response (or the joined predictions) against the gold references."""
+def score(predictions: Sequence[str], gold: Sequence[str], kind: str = "factoid",
+          response: str | None = None) -> dict[str, float]:
+    """All applicable metrics for one question, as a dict.
+
+    ``factoid``: hits@1, any_hit, exact_match, precision, recall, f1, lenient (see the functions).
+    ``open``: rouge_l of ``response`` (or, without one, the predictions joined by spaces) against
+    the gold references."""
+    predictions = list(predictions or [])
+    gold = list(gold or [])
     if kind == "open":
-        text = response if response else " ".join(predictions)
-        return {"rouge_l": rouge_l(text, list(gold))}
+        text = response if response and str(response).strip() else " ".join(str(p) for p in predictions)
+        return {"rouge_l": rouge_l(text, gold)}
+    if kind != "factoid":
+        raise ValueError(f"unknown question kind {kind!r}: expected 'factoid' or 'open'")
     p, r, f = set_prf(predictions, gold)
     return {"hits@1": hits_at_1(predictions, gold), "any_hit": any_hit(predictions, gold),
             "exact_match": exact_set_match(predictions, gold), "precision": p, "recall": r, "f1": f,
