@@ -311,6 +311,26 @@ def _hop(schema: str, prop: str, a: str, b: str, fresh) -> str:
     return f"{a} <{ns}{rel}> {b} ."
 
 
+def schema_path(path: list[str], schema: str) -> list[str]:
+    """A schema-neutral relation path (``["^starred_actors", "directed_by"]``) in one schema's relations.
+
+    Wikidata-like: one ``P`` id per hop. Freebase-like: a hop through a CVT becomes two relations
+    (``starred_actors`` → ``film.film.starring``, ``film.performance.actor``); ``^`` reverses both.
+    """
+    out: list[str] = []
+    for prop in path:
+        inverse = prop.startswith("^")
+        pid, rel, cvt, _ = PROPERTIES[prop.lstrip("^")]
+        if schema == "wikidata":
+            hops = [pid]
+        elif schema == "freebase":
+            hops = [cvt[0], cvt[1]] if cvt else [rel]
+        else:
+            raise ValueError("schema must be 'wikidata' or 'freebase'")
+        out += ["^" + h for h in reversed(hops)] if inverse else hops
+    return out
+
+
 def _label_pred(schema: str) -> str:
     return RDFS_LABEL if schema == "wikidata" else FB_NAME
 
@@ -324,7 +344,8 @@ def sparql(form: dict[str, Any], schema: Schema) -> str:
     * ``{"type": "argmax"|"argmin", ...path form..., "attr": PROP}`` — the answer with the
       largest/smallest numeric ``attr``;
     * ``{"type": "compare", "entities": [KEY, ...], "attr": PROP, "order": "max"|"min"}``.
-    * ``{"type": "value_at", "topic": KEY, "attr": PROP, "year": YEAR}`` — a dated value.
+    * ``{"type": "value_at", "topic": KEY, "attr": PROP, "year": YEAR}`` — a dated value (a number,
+      or the label of a dated entity value such as an award).
     """
     n = [0]
 
@@ -357,13 +378,15 @@ def sparql(form: dict[str, Any], schema: Schema) -> str:
                 f"?x <{label}> ?answer . }} ORDER BY {order} LIMIT 1")
     if kind == "value_at":
         topic = f"<{schema.iri(form['topic'])}>"
-        pid, _, cvt, _ = PROPERTIES[form["attr"]]
+        pid, _, cvt, literal = PROPERTIES[form["attr"]]
+        value = "?answer" if literal else "?value"
+        name = "" if literal else f" {value} <{label}> ?answer ."
         if schema.name == "wikidata":
-            return (f"SELECT ?answer WHERE {{ {topic} <{BASE}wd/prop/{pid}> ?st . ?st <{BASE}wd/prop/statement/{pid}> ?answer ; "
-                    f"<{BASE}wd/prop/qualifier/{POINT_IN_TIME}> {int(form['year'])} . }}")
+            return (f"SELECT ?answer WHERE {{ {topic} <{BASE}wd/prop/{pid}> ?st . ?st <{BASE}wd/prop/statement/{pid}> {value} ; "
+                    f"<{BASE}wd/prop/qualifier/{POINT_IN_TIME}> {int(form['year'])} .{name} }}")
         ns = BASE + "fb/"
-        return (f"SELECT ?answer WHERE {{ {topic} <{ns}{cvt[0]}> ?c . ?c <{ns}{cvt[1]}> ?answer ; "
-                f"<{ns}{cvt[2]}> {int(form['year'])} . }}")
+        return (f"SELECT ?answer WHERE {{ {topic} <{ns}{cvt[0]}> ?c . ?c <{ns}{cvt[1]}> {value} ; "
+                f"<{ns}{cvt[2]}> {int(form['year'])} .{name} }}")
     raise ValueError(f"unknown logical form type {kind!r}")
 
 
@@ -372,36 +395,6 @@ def sparql(form: dict[str, Any], schema: Schema) -> str:
 # --------------------------------------------------------------------------------------------
 def out_dir() -> Path:
     return data_dir() / "miniworld"
-
-
-def build(write: bool = True) -> dict[str, Any]:
-    """Build both schema files (and ids) from the source TSVs; returns counts and problems."""
-    src = read_source()
-    wd, fb = wikidata_schema(src), freebase_schema(src)
-    wd_lines, fb_lines = to_wikidata(src, wd), to_freebase(src, fb)
-    summary = {
-        "entities": len(src.entities),
-        "facts": len(src.facts),
-        "wikidata_triples": len(wd_lines),
-        "freebase_triples": len(fb_lines),
-        "problems": src.problems,
-        "by_class": _count(e.cls for e in src.entities.values()),
-        "by_property": _count(f.p for f in src.facts),
-    }
-    if write:
-        d = out_dir()
-        (d / "kg_wikidata.nt").write_text("\n".join(wd_lines) + "\n", encoding="utf-8")
-        (d / "kg_freebase.nt").write_text("\n".join(fb_lines) + "\n", encoding="utf-8")
-        ids = {k: {"wikidata": wd.ids[k], "freebase": fb.ids[k]} for k in sorted(src.entities)}
-        (d / "ids.json").write_text(json.dumps(ids, indent=0, sort_keys=True) + "\n", encoding="utf-8")
-    return summary
-
-
-def _count(items) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x in items:
-        out[x] = out.get(x, 0) + 1
-    return dict(sorted(out.items()))
 
 
 def load_kg(schema: str = "wikidata", path: Path | None = None):

@@ -73,6 +73,10 @@ MULTIHOP = [  # (form without topic, phrasings with {s}, topic class)
     ({"type": "path", "path": ["successor", "successor"]}, ["What came after the successor of {s}?"], "product"),
     ({"type": "path", "path": ["capital", "^place_of_birth"]}, ["Who was born in the capital of {s}?"], "country"),
     ({"type": "path", "path": ["flows_through", "capital"]}, ["What are the capitals of the countries the {s} flows through?"], "river"),
+    ({"type": "path", "path": ["flows_through", "official_language"]}, ["Which languages are official in the countries the {s} flows through?"], "river"),
+    ({"type": "path", "path": ["mouth", "^mouth"]}, ["Which other rivers flow into the same body of water as the {s}?"], "river"),
+    ({"type": "path", "path": ["country", "capital"]}, ["What is the capital of the country where {s} lies?"], "mountain"),
+    ({"type": "argmax", "path": ["^country"], "attr": "elevation_m"}, ["What is the highest mountain in {s}?", "Which is the tallest peak in {s}?"], "country"),
     ({"type": "count", "path": ["flows_through"]}, ["How many countries does the {s} flow through?"], "river"),
     ({"type": "count", "path": ["^directed_by"]}, ["How many films in the graph did {s} direct?"], "person"),
     ({"type": "count", "path": ["shares_border_with"]}, ["How many countries does {s} border?", "With how many countries does {s} share a border?"], "country"),
@@ -107,11 +111,25 @@ TEMPLATES = {
 }
 
 
+# Countries whose land borders are all in the graph: border counts and "largest neighbour"
+# questions are asked only about these, so their gold answers are also true of the real world.
+BORDERS_COMPLETE = set(("g_germany g_netherlands g_belgium g_luxembourg g_switzerland g_liechtenstein g_austria "
+                        "g_czech_republic g_slovakia g_hungary g_slovenia g_romania g_moldova g_ukraine g_norway g_sweden "
+                        "g_finland g_denmark g_portugal g_united_kingdom g_ireland g_india g_mongolia g_north_korea "
+                        "g_south_korea g_nepal g_bhutan g_bangladesh g_myanmar g_laos g_cambodia g_vietnam g_united_states "
+                        "g_argentina g_chile g_peru g_bolivia g_paraguay g_uruguay g_ecuador g_rwanda g_burundi g_uganda "
+                        "g_lebanon g_lesotho").split())
+RECENT = 2023  # facts dated this year or later are newer than the default model's training data
+
+
 class Facts:
     """The sources as adjacency lists, to choose questions that have answers."""
 
     def __init__(self, src: mw.Source) -> None:
         self.src = src
+        self.shared = defaultdict(int)
+        for e in src.entities.values():
+            self.shared[e.label] += 1
         self.out = defaultdict(list)
         for f in src.facts:
             self.out[(f.s, f.p)].append(f.o)
@@ -131,6 +149,11 @@ class Facts:
 
     def label(self, key: str) -> str:
         return self.src.entities[key].label if key in self.src.entities else key
+
+    def mention(self, key: str) -> str:
+        """How a question names the entity: its label, plus its description when the label is shared."""
+        e = self.src.entities[key]
+        return f"{e.label} ({e.description})" if self.shared[e.label] > 1 else e.label
 
 
 def gold(form: dict, kgs: dict, schemas: dict) -> list[str]:
@@ -172,7 +195,7 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
         rng.shuffle(subjects)
         for i, s in enumerate(subjects[:3]):
             form = {"type": "path", "topic": s, "path": [prop]}
-            add("simple", phrasings[i % len(phrasings)].format(s=F.label(s)), form, [s], meta={"property": prop})
+            add("simple", phrasings[i % len(phrasings)].format(s=F.mention(s)), form, [s], meta={"property": prop})
     # dated values (time-varying facts)
     dated = sorted({f.s for f in src.facts if f.p == "population" and f.year})
     rng.shuffle(dated)
@@ -180,10 +203,47 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
         years = sorted({f.year for f in src.facts if f.s == s and f.p == "population"})
         y = years[0]
         form = {"type": "value_at", "topic": s, "attr": "population", "year": int(y)}
-        add("simple", f"What was the population of {F.label(s)} in {y}?", form, [s], meta={"property": "population", "temporal": True})
+        add("simple", f"What was the population of {F.mention(s)} in {y}?", form, [s], meta={"property": "population", "temporal": True})
+    # the latest dated value, and dated entity values (awards by year)
+    for s in dated[6:10]:
+        y = max({f.year for f in src.facts if f.s == s and f.p == "population"})
+        form = {"type": "value_at", "topic": s, "attr": "population", "year": int(y)}
+        add("simple", f"How many people lived in {F.mention(s)} in {y}?", form, [s],
+            meta={"property": "population", "temporal": True, "recent": int(y) >= RECENT})
+    honours = sorted({(f.s, f.year) for f in src.facts if f.p == "award_received" and f.year})
+    rng.shuffle(honours)
+    for s, y in sorted(honours, key=lambda h: -int(h[1]))[:6]:
+        form = {"type": "value_at", "topic": s, "attr": "award_received", "year": int(y)}
+        add("simple", f"Which award did {F.mention(s)} receive in {y}?", form, [s],
+            meta={"property": "award_received", "temporal": True, "recent": int(y) >= RECENT})
+    # facts newer than the model: who made the works released in RECENT or later
+    recent = sorted({f.s for f in src.facts if f.p == "release_year" and int(float(f.o)) >= RECENT})
+    rng.shuffle(recent)
+    for i, s in enumerate(recent[:12]):
+        prop = "developer" if src.entities[s].cls == "product" else "directed_by"
+        if F.out.get((s, prop)):
+            form = {"type": "path", "topic": s, "path": [prop]}
+            add("simple", SIMPLE[prop][i % len(SIMPLE[prop])].format(s=F.mention(s)), form, [s],
+                meta={"property": prop, "recent": True})
+    # ambiguous names: entities sharing a label, told apart by their description
+    by_label = defaultdict(list)
+    for k, e in src.entities.items():
+        by_label[e.label].append(k)
+    for label, keys in sorted(by_label.items()):
+        if len(keys) < 2:
+            continue
+        for s in sorted(keys):
+            prop = next((p for p in SIMPLE if not p.startswith("^") and F.out.get((s, p))), None)
+            if prop is None:
+                continue
+            form = {"type": "path", "topic": s, "path": [prop]}
+            add("simple", SIMPLE[prop][0].format(s=F.mention(s)), form, [s],
+                meta={"property": prop, "ambiguous": True, "same_label": sorted(keys)})
     # multihop: path / count / superlative forms, then comparisons
     for base, phrasings, cls in MULTIHOP:
         topics = F.of_class(cls)
+        if "shares_border_with" in base["path"]:
+            topics = [t for t in topics if t in BORDERS_COMPLETE]
         rng.shuffle(topics)
         n = 0
         for t in topics:
@@ -191,7 +251,7 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
             if not cands or (base["type"] in ("argmax", "argmin") and len(cands) < 2):
                 continue
             form = {**base, "topic": t}
-            if add("multihop", phrasings[n % len(phrasings)].format(s=F.label(t)), form, [t],
+            if add("multihop", phrasings[n % len(phrasings)].format(s=F.mention(t)), form, [t],
                    meta={"hops": len(base["path"]), "form": base["type"]}):
                 n += 1
             if n == 3:
@@ -204,7 +264,7 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
             if va == vb:
                 continue
             form = {"type": "compare", "entities": [a, b], "attr": attr, "order": order}
-            add("multihop", phrasing.format(a=F.label(a), b=F.label(b)), form, [a, b], meta={"hops": 1, "form": "compare"})
+            add("multihop", phrasing.format(a=F.mention(a), b=F.mention(b)), form, [a, b], meta={"hops": 1, "form": "compare"})
     # templated (film domain, MetaQA-style, Keqing)
     classes = {"movie": "film", "director": "person", "actor": "person", "writer": "person"}
     for tid, (path, phrasings) in TEMPLATES.items():
@@ -213,9 +273,9 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
         rng.shuffle(topics)
         for i, t in enumerate(topics[:5]):
             form = {"type": "path", "topic": t, "path": path}
-            text = phrasings[i % len(phrasings)].replace("[X]", F.label(t))
+            text = phrasings[i % len(phrasings)].replace("[X]", F.mention(t))
             add("templated", text, form, [t], meta={"template": tid, "hops": len(path),
-                                                    "raw": phrasings[i % len(phrasings)].replace("[X]", f"[{F.label(t)}]")})
+                                                    "raw": phrasings[i % len(phrasings)].replace("[X]", f"[{F.mention(t)}]")})
     # open-ended: references written from the KG facts in three styles
     sets["open"] = open_questions(F, rng)
     return sets
@@ -242,7 +302,7 @@ def open_questions(F: Facts, rng) -> list[dict]:
         if not through or not length:
             continue
         tail = f" and flows into the {_join(mouth)}" if mouth else ""
-        add(f"Tell me about the {L(r)} river.", [
+        add(f"Tell me about the river {F.mention(r)}.", [
             f"The {L(r)} is a river about {length[0]} km long that flows through {_join(through)}{tail}.",
             f"About {length[0]} kilometres long, the {L(r)} runs through {_join(through)}{tail}.",
             f"{L(r)}: length {length[0]} km; countries: {_join(through)}" + (f"; mouth: {_join(mouth)}." if mouth else "."),
@@ -253,7 +313,7 @@ def open_questions(F: Facts, rng) -> list[dict]:
             continue
         dated = sorted((F.out.get((f, "release_year"), ["?"])[0], L(f)) for f in films)
         lst = [f"{t} ({y})" for y, t in dated]
-        add(f"Which films has {L(d)} directed, and when were they released?", [
+        add(f"Which films has {F.mention(d)} directed, and when were they released?", [
             f"{L(d)} directed {_join(lst)}.",
             f"Films directed by {L(d)} include " + _join([f"{t}, released in {y}" for y, t in dated]) + ".",
             f"{_join([t for _, t in dated])} were directed by {L(d)}; they came out in {_join([y for y, _ in dated])}.",
@@ -265,8 +325,8 @@ def open_questions(F: Facts, rng) -> list[dict]:
     for a, b in list(zip(countries[::2], countries[1::2]))[:10]:
         aa, ab = F.out[(a, "area_km2")][0], F.out[(b, "area_km2")][0]
         bigger = L(a) if float(aa) > float(ab) else L(b)
-        add(f"Compare {L(a)} and {L(b)}.", [
-            f"{L(a)} has its capital in {L(F.out[(a, 'capital')][0])} and an area of {aa} km², while {L(b)}'s capital is "
+        add(f"Compare {F.mention(a)} and {F.mention(b)}.", [
+            f"{L(a)} has its capital in {L(F.out[(a, 'capital')][0])} and an area of {aa} km², while the capital of {L(b)} is "
             f"{L(F.out[(b, 'capital')][0])} and its area is {ab} km²; {bigger} is the larger of the two.",
             f"{bigger} is larger: {L(a)} covers {aa} km² and {L(b)} covers {ab} km². Their capitals are "
             f"{L(F.out[(a, 'capital')][0])} and {L(F.out[(b, 'capital')][0])}.",
@@ -278,7 +338,7 @@ def open_questions(F: Facts, rng) -> list[dict]:
         dev = [L(d) for d in F.out.get((p, "developer"), [])]
         prev = [L(x) for x in F.out.get((p, "^successor"), [])]
         prev_txt = f" It succeeded {_join(prev)}." if prev else ""
-        add(f"What is {L(p)}?", [
+        add(f"What is {F.mention(p)}?", [
             f"{L(p)} is a product by {_join(dev) or 'an unknown developer'} released in {y}.{prev_txt}",
             f"Released in {y}, {L(p)} was developed by {_join(dev) or 'an unknown developer'}.{prev_txt}",
             f"{L(p)}: developer {_join(dev) or 'unknown'}, release year {y}" + (f", successor of {_join(prev)}." if prev else "."),
@@ -309,7 +369,40 @@ def build_all() -> dict[str, str]:
     sets = make_questions(src, kgs, schemas, random.Random(SEED))
     for name, qs in sets.items():
         files[f"questions/{name}.jsonl"] = "".join(json.dumps(q, ensure_ascii=False, sort_keys=True) + "\n" for q in qs)
+    files["stats.json"] = json.dumps(stats(src, files, sets), indent=1, sort_keys=True) + "\n"
     return files
+
+
+def stats(src, files, sets) -> dict:
+    """Counts for data/README.md, recomputed on every build (and compared by --check)."""
+    def count(xs):
+        out = defaultdict(int)
+        for x in xs:
+            out[x] += 1
+        return dict(sorted(out.items()))
+
+    domain_of = {"g": "geography", "f": "films", "p": "people", "t": "technology"}
+    return {
+        "entities": len(src.entities),
+        "facts": len(src.facts),
+        "entities_by_class": count(e.cls for e in src.entities.values()),
+        "entities_by_domain": count(domain_of[k[0]] for k in src.entities),
+        "facts_by_property": count(f.p for f in src.facts),
+        "dated_facts": sum(1 for f in src.facts if f.year),
+        "facts_from_2023_on": sum(1 for f in src.facts if (f.year and int(f.year) >= RECENT)
+                                  or (f.p in ("release_year", "founded_year") and int(float(f.o)) >= RECENT)),
+        "shared_labels": sorted({e.label for e in src.entities.values()
+                                 if sum(1 for x in src.entities.values() if x.label == e.label) > 1}),
+        "triples": {name: files[f"kg_{name}.nt"].count("\n") for name in ("wikidata", "freebase")},
+        "questions": {name: len(qs) for name, qs in sets.items()},
+        "questions_by_domain": {name: count(domain_of[q["metadata"]["topic_keys"][0][0]] for q in qs)
+                                for name, qs in sets.items()},
+        "multihop_forms": count(q["metadata"].get("form", "path") for q in sets["multihop"]),
+        "simple_recent": sum(1 for q in sets["simple"] if q["metadata"].get("recent")),
+        "simple_ambiguous": sum(1 for q in sets["simple"] if q["metadata"].get("ambiguous")),
+        "templates": len({q["metadata"]["template"] for q in sets["templated"]}),
+        "open_styles": count(q["metadata"]["style"] for q in sets["open"]),
+    }
 
 
 def main() -> int:
