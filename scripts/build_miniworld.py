@@ -138,6 +138,11 @@ class Facts:
             if f.p in mw.SYMMETRIC:
                 self.out[(f.o, f.p)].append(f.s)
 
+    def dated(self, key: str, prop: str) -> list[tuple[str, str]]:
+        """(value, year) pairs of a dated property in time order, e.g. each award with its year."""
+        return sorted({(f.o, f.year) for f in self.src.facts if f.s == key and f.p == prop and f.year},
+                      key=lambda vy: (int(vy[1]), vy[0]))
+
     def walk(self, topic: str, path: list[str]) -> list[str]:
         cur = [topic]
         for p in path:  # the topic is excluded at every hop, as in the gold SPARQL
@@ -281,6 +286,14 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
     return sets
 
 
+THE = {"United States", "United Kingdom", "Netherlands", "Czech Republic", "Democratic Republic of the Congo",
+       "Republic of the Congo"}
+
+
+def _the(label: str) -> str:
+    return "the " + label if label in THE else label
+
+
 def _join(xs: list[str]) -> str:
     xs = list(xs)
     return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
@@ -296,7 +309,7 @@ def open_questions(F: Facts, rng) -> list[dict]:
 
     L = F.label
     for r in sorted(F.of_class("river"), key=lambda k: L(k))[:10]:
-        through = [L(c) for c in F.out.get((r, "flows_through"), [])]
+        through = [_the(L(c)) for c in F.out.get((r, "flows_through"), [])]
         length = F.out.get((r, "length_km"), [])
         mouth = [L(m) for m in F.out.get((r, "mouth"), [])]
         if not through or not length:
@@ -332,6 +345,16 @@ def open_questions(F: Facts, rng) -> list[dict]:
             f"{L(F.out[(a, 'capital')][0])} and {L(F.out[(b, 'capital')][0])}.",
             f"{L(a)}: capital {L(F.out[(a, 'capital')][0])}, area {aa} km². {L(b)}: capital {L(F.out[(b, 'capital')][0])}, area {ab} km².",
         ], [a, b], {"style": "compare", "domain": "geography"})
+    winners = [p for p in F.of_class("person") if F.out.get((p, "award_received"))]
+    winners.sort(key=lambda p: (-max(int(y) for _, y in F.dated(p, "award_received")), p))
+    for p in winners[:10]:
+        won = F.dated(p, "award_received")
+        items = [f"the {L(a)} in {y}" for a, y in won]
+        add(f"Which major awards has {F.mention(p)} won, and when?", [
+            f"{L(p)} won {_join(items)}.",
+            f"{L(p)} received " + _join([f"the {L(a)} ({y})" for a, y in won]) + ".",
+            "; ".join(f"{y}: {L(a)}" for a, y in won) + f" — these are the awards of {L(p)}.",
+        ], [p], {"style": "awards", "domain": "people"})
     recent = sorted({k for k in F.of_class("product") if any(int(float(y)) >= 2023 for y in F.out.get((k, "release_year"), []))})
     for p in recent[:10]:
         y = F.out[(p, "release_year")][0]
