@@ -52,11 +52,14 @@ SIMPLE = {
     "founded_year": ["When was {s} founded?", "In which year was {s} established?"],
     "successor": ["What succeeded {s}?", "What came after {s}?"],
     "programming_language": ["In which programming language is {s} written?", "What language was {s} programmed in?"],
+    "country": ["In which country is {s}?", "Which country is {s} in?"],
     "^directed_by": ["Which films did {s} direct?", "Name the movies directed by {s}."],
     "^starred_actors": ["Which films did {s} act in?", "In which movies does {s} appear?"],
     "^flows_through": ["Which rivers flow through {s}?"],
     "^mouth": ["Which rivers flow into the {s}?"],
     "^developer": ["What products has {s} developed?"],
+    "^place_of_birth": ["Who was born in {s}?", "Which people in the graph were born in {s}?"],
+    "^headquarters": ["Which organizations are headquartered in {s}?"],
 }
 
 MULTIHOP = [  # (form without topic, phrasings with {s}, topic class)
@@ -158,7 +161,9 @@ class Facts:
     def mention(self, key: str) -> str:
         """How a question names the entity: its label, plus its description when the label is shared."""
         e = self.src.entities[key]
-        return f"{e.label} ({e.description})" if self.shared[e.label] > 1 else e.label
+        if self.shared[e.label] > 1:
+            return f"{e.label} ({e.description})"
+        return _the(e.label) if e.cls == "country" else e.label
 
 
 def gold(form: dict, kgs: dict, schemas: dict) -> list[str]:
@@ -181,6 +186,11 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
             answers = gold(form, kgs, schemas)
             if not answers:
                 return False
+        # a shared label is told apart by its description, which must not give the answer away
+        told = " ".join(src.entities[k].description.lower() for k in topic_keys if F.shared[F.label(k)] > 1)
+        if any(a.lower() in told for a in answers):
+            return False
+        question = question[0].upper() + question[1:]
         rec = {
             "qid": f"mw-{name}-{len(sets[name]):03d}", "question": question, "answers": answers,
             "topic_entities": [F.label(k) for k in topic_keys], "kind": kind,
@@ -238,12 +248,11 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
         if len(keys) < 2:
             continue
         for s in sorted(keys):
-            prop = next((p for p in SIMPLE if not p.startswith("^") and F.out.get((s, p))), None)
-            if prop is None:
-                continue
-            form = {"type": "path", "topic": s, "path": [prop]}
-            add("simple", SIMPLE[prop][0].format(s=F.mention(s)), form, [s],
-                meta={"property": prop, "ambiguous": True, "same_label": sorted(keys)})
+            for prop in sorted((p for p in SIMPLE if F.out.get((s, p))), key=lambda p: p.startswith("^")):
+                form = {"type": "path", "topic": s, "path": [prop]}
+                if add("simple", SIMPLE[prop][0].format(s=F.mention(s)), form, [s],
+                       meta={"property": prop, "ambiguous": True, "same_label": sorted(keys)}):
+                    break
     # multihop: path / count / superlative forms, then comparisons
     for base, phrasings, cls in MULTIHOP:
         topics = F.of_class(cls)
