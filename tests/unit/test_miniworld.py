@@ -101,3 +101,13 @@ def test_schema_path_expands_cvt_hops():
         "^film.performance.actor", "^film.film.starring", "film.film.directed_by"]
     with pytest.raises(ValueError):
         mw.schema_path(["directed_by"], "dbpedia")
+
+
+def test_data_readme_counts_match_the_build():
+    """data/README.md states each set's size; it must be the size the generator wrote."""
+    stats = json.loads((mw.out_dir() / "stats.json").read_text())
+    rows = {line.split("`")[1]: line.split("|")[3].strip()
+            for line in (repo_root() / "data" / "README.md").read_text().splitlines() if line.startswith("| `miniworld:")}
+    assert {k.split(":")[1]: int(v) for k, v in rows.items()} == stats["questions"]
+    readme = (repo_root() / "data" / "README.md").read_text()
+    assert f"{stats['entities']:,}" in readme and f"{stats['facts']:,}" in readme
