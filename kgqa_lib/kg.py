@@ -311,10 +311,12 @@ class EmbeddedKG:
             return []
         from rapidfuzz import fuzz, process
 
-        out = []
-        for cand, sc, _ in process.extract(key, self._index_keys, scorer=fuzz.WRatio, limit=limit):
+        out, seen = [], set()
+        for cand, sc, _ in process.extract(key, self._index_keys, scorer=fuzz.WRatio, limit=limit * 3):
             for e in sorted(index[cand]):
-                out.append((e, round(sc / 100.0 * 0.98, 4), self.label(e)))
+                if e not in seen:  # an entity matched by its label and an alias is listed once, best score first
+                    seen.add(e)
+                    out.append((e, round(sc / 100.0 * 0.98, 4), self.label(e)))
         return out[:limit]
 
     # ---- SPARQL --------------------------------------------------------------------------

@@ -57,6 +57,9 @@ def test_ambiguous_labels_return_all():
     )
     assert {e for e, _, _ in kg.lookup("Paris")} == {"http://x/e1", "http://x/e2"}
     assert kg.labels("http://x/e2") == ["Paris", "Paris, Texas"]
+    # a fuzzy match on both a label and an alias of one entity lists that entity once
+    fuzzy = [e for e, _, _ in kg.lookup("Parsi, Texas", limit=5)]
+    assert len(fuzzy) == len(set(fuzzy)) and fuzzy[0] == "http://x/e2"
 
 
 def test_follow_path_inverse_and_seed_exclusion(kg):
