@@ -41,7 +41,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .paths import data_dir
 
     own = bool(ds.source_files) and all(data_dir().resolve() in p.resolve().parents for p in ds.source_files)
-    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if own else None))
+    record = own and not args.no_transcripts
+    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None))
     ctx = Context(llm=llm, settings=_parse_set(args.set), seed=args.seed)
     out = args.out
     if out is None:
@@ -140,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting")
     r.add_argument("--out", default=None, help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
     r.add_argument("--overwrite", action="store_true")
+    r.add_argument("--no-transcripts", action="store_true",
+                   help="keep new LLM answers in the machine's cache only (benchmarks), not in data/llm_cache/")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(fn=cmd_run)
 
