@@ -23,6 +23,15 @@ def _parse_set(items: list[str]) -> dict:
     return out
 
 
+KG_METHODS = {"pgakv", "qsm"}
+
+
+def default_kg(dataset: str) -> str:
+    """The KG a dataset's questions are asked against: ``miniworld:simple`` → ``miniworld``."""
+    head = dataset.split(":")[0]
+    return head if head in ("miniworld", "metaqa", "tiny") else "miniworld"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .datasets import DatasetNotFound, load_dataset
     from .evaluate.report import format_table, summarize
@@ -43,7 +52,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     own = bool(ds.source_files) and all(data_dir().resolve() in p.resolve().parents for p in ds.source_files)
     record = own and not args.no_transcripts
     llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None))
-    ctx = Context(llm=llm, settings=_parse_set(args.set), seed=args.seed)
+    settings = _parse_set(args.set)
+    kg = embedder = None
+    if args.kg or args.method in KG_METHODS:
+        from .embed import Embedder
+        from .kg import load_named
+
+        settings["kg"] = args.kg or default_kg(args.dataset)
+        kg, embedder = load_named(settings["kg"]), Embedder()
+    ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=settings, seed=args.seed)
     out = args.out
     if out is None:
         from .evaluate.runner import default_run_path
@@ -141,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting")
     r.add_argument("--out", default=None, help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
     r.add_argument("--overwrite", action="store_true")
+    r.add_argument("--kg", default=None, help="KG for KG-based methods (pgakv, qsm): miniworld | miniworld:freebase | "
+                   "metaqa | tiny (default: the dataset's own)")
     r.add_argument("--no-transcripts", action="store_true",
                    help="keep new LLM answers in the machine's cache only (benchmarks), not in data/llm_cache/")
     r.add_argument("--quiet", action="store_true")

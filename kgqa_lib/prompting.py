@@ -1,10 +1,14 @@
 """Prompt files (``kgqa_lib/prompts/*.txt``): a system part and a user template, split by ``---``.
 
-Placeholders are written ``<<name>>`` (curly braces are free for answers and Cypher)."""
+Placeholders are written ``<<name>>`` (curly braces are free for answers and Cypher). A template
+may hold a multi-turn few-shot dialogue: lines ``>>> user`` and ``>>> assistant`` start turns (text
+before the first marker is the first user turn); small chat models follow worked examples given as
+turns much better than examples inside one message."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -28,7 +32,16 @@ class Prompt:
         return text
 
     def messages(self, **values: str) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.render(**values)}]
+        out = [{"role": "system", "content": self.system}]
+        parts = _TURN.split(self.render(**values))
+        if parts[0].strip():
+            out.append({"role": "user", "content": parts[0].strip()})
+        for role, content in zip(parts[1::2], parts[2::2]):
+            out.append({"role": role, "content": content.strip()})
+        return out
+
+
+_TURN = re.compile(r"^>>> (user|assistant)[ \t]*$", re.M)
 
 
 @lru_cache(maxsize=None)

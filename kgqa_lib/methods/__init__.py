@@ -6,5 +6,6 @@ from __future__ import annotations
 
 from .base import Context, MethodResult, Stage, get_method, method_names, register_method
 from . import baselines  # noqa: F401  (registers io, cot)
+from . import pgakv  # noqa: F401  (registers pgakv, sc, qsm)
 
 __all__ = ["Context", "MethodResult", "Stage", "get_method", "method_names", "register_method"]

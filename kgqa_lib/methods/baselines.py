@@ -41,20 +41,31 @@ def parse_answers(generation: Generation) -> Parsed:
     return extract_braced_answers(generation.text)
 
 
+def open_text(text: str) -> str:
+    """The prose of an open answer: what follows ``Answer:`` (CoT lists facts first), else all of it."""
+    return text.split("Answer:", 1)[1].strip() if "Answer:" in text else text.strip()
+
+
 def _answer_with(prompt_name: str, q: Question, ctx: Context, max_tokens: int) -> MethodResult:
     tr = Tracer()
+    if q.kind == "open":  # open-ended questions: a prose prompt, no braces; scored with ROUGE-L
+        gen = tr.record("generate", generate, q.question, ctx, prompt_name + "_open", max(max_tokens, 160))
+        text = open_text(gen.text)
+        return MethodResult([text] if text else [], text, tr.stages, None if text else "empty")
     gen = tr.record("generate", generate, q.question, ctx, prompt_name, max_tokens)
     parsed = tr.record("parse_answers", parse_answers, gen)
     return MethodResult(parsed.items, gen.text, tr.stages, parsed.error)
 
 
-@register_method("io", prompts=("io",))
+@register_method("io", prompts=("io", "io_open"))
 def io(q: Question, ctx: Context) -> MethodResult:
-    """IO prompting: six question→answer exemplars, then the question."""
+    """IO prompting: six question→answer exemplars, then the question (open questions: two
+    exemplars of short prose answers)."""
     return _answer_with("io", q, ctx, ctx.get("max_tokens", 64))
 
 
-@register_method("cot", prompts=("cot",))
+@register_method("cot", prompts=("cot", "cot_open"))
 def cot(q: Question, ctx: Context) -> MethodResult:
-    """Chain-of-thought: six exemplars with short reasoning, then ``Answer: {...}``."""
+    """Chain-of-thought: six exemplars with short reasoning, then ``Answer: {...}`` (open
+    questions: the facts needed, then a prose answer)."""
     return _answer_with("cot", q, ctx, ctx.get("max_tokens", 256))

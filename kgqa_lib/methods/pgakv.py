@@ -1,0 +1,464 @@
+"""PG&AKV: pseudo-graph generation and atomic knowledge verification (Yang et al.).
+
+Stages, one function each (the notebooks show them cell by cell):
+
+1. :func:`generate_pseudo_graph` — the LLM writes a knowledge plan and Cypher for the knowledge the
+   question needs; :func:`cypher_to_triples` executes that Cypher in an in-memory property graph
+   (``cypherast``, Neo4j semantics: MERGE de-duplicates, a re-declared variable is the same node,
+   repeated CREATE makes duplicates) and reads the triples back → ``G_p``.
+2. :func:`semantic_query` — the KG triples around the entities the question and ``G_p`` mention are
+   verbalised and embedded; for every pseudo-triple the 10 closest KG triples are kept → ``G_t``.
+3. :func:`prune` — keep the top-k subjects by number of retrieved triples (k = subjects in
+   ``G_p``), score each by the mean cosine of its triples, drop those under the threshold → ``G_g``.
+4. :func:`verify` — the LLM deletes, replaces and adds triples of ``G_p`` using ``G_g`` → ``G_f``.
+5. :func:`answer_from_triples` — the answer, from ``G_f``, in braces (factoid) or as prose (open).
+
+LLM output is data: malformed Cypher or triples are recorded in the trace and counted; the
+question still gets an answer (from whatever survived).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..datasets import Question
+from ..parse import extract_braced_answers
+from .base import Context, MethodResult, Tracer, register_method
+from .baselines import Generation, generate, open_text as _open_text
+
+PTriple = tuple[str, str, str]
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Pseudo-graph generation
+# ---------------------------------------------------------------------------------------------
+def generate_pseudo_graph(question: str, ctx: Context) -> Generation:
+    """Ask the LLM for a knowledge plan and the Cypher of a pseudo-graph (two worked examples)."""
+    return generate(question, ctx, "pgakv_pseudo", ctx.get("pseudo_max_tokens", 320))
+
+
+_FENCE = re.compile(r"```(?:cypher|sql|neo4j)?\s*\n(.*?)(?:```|$)", re.S | re.I)
+_CYPHER_START = re.compile(r"^\s*(CREATE|MERGE|MATCH|WITH|SET|//)", re.I)
+
+
+def split_plan_and_cypher(text: str) -> tuple[str, str]:
+    """The plan is the prose before the Cypher; the Cypher is the first fenced block, or else
+    every line that starts like a Cypher clause."""
+    m = _FENCE.search(text)
+    if m:
+        plan = text[:m.start()]
+        cypher = m.group(1)
+    else:
+        lines = text.splitlines()
+        idx = next((i for i, line in enumerate(lines) if _CYPHER_START.match(line)), len(lines))
+        plan = "\n".join(lines[:idx])
+        cypher = "\n".join(line for line in lines[idx:] if _CYPHER_START.match(line) or line.strip().startswith(("(", "-", ",")))
+    plan = re.sub(r"^\s*(Plan:)?\s*", "", plan).replace("Cypher:", "").strip()
+    return plan, cypher.strip()
+
+
+@dataclass
+class PseudoGraph:
+    plan: str
+    cypher: str
+    triples: list[PTriple] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # node names, in creation order
+    statements: int = 0  # Cypher statements (split on ';')
+    failed_statements: int = 0
+    dropped_lines: list[str] = field(default_factory=list)  # lines that could not be parsed, skipped
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        if not self.cypher.strip():
+            return "no_cypher"
+        if not self.triples:
+            return "cypher_error" if self.errors else "empty_graph"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan, "cypher": self.cypher, "triples": [list(t) for t in self.triples],
+                "nodes": self.nodes, "statements": self.statements, "failed_statements": self.failed_statements,
+                "dropped_lines": self.dropped_lines, "errors": self.errors, "error": self.error}
+
+
+def _node_name(node) -> str:
+    for key in ("name", "title", "value", "label"):
+        if node.props.get(key) not in (None, ""):
+            return str(node.props[key])
+    if node.props:
+        return str(next(iter(node.props.values())))
+    return next(iter(sorted(node.labels)), f"node{node.id}")
+
+
+def _parses(text: str) -> str | None:
+    import cypherast
+
+    try:
+        cypherast.parse(text, read="neo4j")
+        return None
+    except Exception as exc:  # cypherast raises ParseError with line/column
+        return str(exc).splitlines()[0]
+
+
+def cypher_to_triples(cypher: str) -> PseudoGraph:
+    """Execute LLM-written Cypher in an empty in-memory graph and read back its triples.
+
+    Statements are split on ``;``. A statement that does not parse is repaired line by line:
+    lines are added one at a time and a line that breaks the parse is dropped (and listed), so one
+    bad line does not lose the rest of the graph. Node properties other than the name become
+    triples too (``population: 5380000`` → ``(Norway, population, 5380000)``)."""
+    import cypherast
+    from cypherast.executor import Graph
+
+    pg = PseudoGraph(plan="", cypher=cypher)
+    graph = Graph()
+    statements = [s for s in re.split(r";\s*(?:\n|$)", cypher) if s.strip() and not all(
+        line.strip().startswith("//") or not line.strip() for line in s.splitlines())]
+    pg.statements = len(statements)
+    for stmt in statements:
+        text = stmt
+        problem = _parses(text)
+        if problem:
+            pg.errors.append(problem)
+            pg.failed_statements += 1
+            kept: list[str] = []
+            for line in stmt.splitlines():
+                if not line.strip() or line.strip().startswith("//"):
+                    continue
+                if _parses("\n".join(kept + [line])) is None:
+                    kept.append(line)
+                else:
+                    pg.dropped_lines.append(line.strip())
+            text = "\n".join(kept)
+            if not text.strip():
+                continue
+        try:
+            for _ in cypherast.run(text, graph=graph, read="neo4j"):
+                pass
+        except Exception as exc:
+            pg.errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    names = {nid: _node_name(n) for nid, n in graph.nodes.items()}
+    pg.nodes = list(dict.fromkeys(names.values()))
+    seen = set()
+    for rel in graph.relationships.values():
+        t = (names[rel.start], rel.type.replace("_", " ").lower(), names[rel.end])
+        if t not in seen:
+            seen.add(t)
+            pg.triples.append(t)
+    for nid, node in graph.nodes.items():
+        for key, value in node.props.items():
+            if key in ("name", "title") or value in (None, ""):
+                continue
+            t = (names[nid], key.replace("_", " ").lower(), str(value))
+            if t not in seen:
+                seen.add(t)
+                pg.triples.append(t)
+    return pg
+
+
+def parse_pseudo_graph(generation: Generation) -> PseudoGraph:
+    """Plan + Cypher out of the response, then the Cypher's triples."""
+    plan, cypher = split_plan_and_cypher(generation.text)
+    pg = cypher_to_triples(cypher)
+    pg.plan = plan
+    return pg
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Semantic querying
+# ---------------------------------------------------------------------------------------------
+def verbalise_triple(t: PTriple) -> str:
+    return f"{t[0]} {t[1]} {t[2]}"
+
+
+def link_entities(names: list[str], kg) -> list[str]:
+    """KG entities whose label (or alias) matches a name: exact or normalised, or fuzzy ≥ 0.9."""
+    out: list[str] = []
+    for name in names:
+        if not name or len(name) < 2 or name.isdigit():
+            continue
+        for iri, score, _ in kg.lookup(name, limit=3):
+            if score >= 0.9 and iri not in out:
+                out.append(iri)
+    return out
+
+
+@dataclass
+class Retrieval:
+    seeds: list[str]  # linked entity labels
+    candidates: int  # KG triples searched
+    hits: list[dict[str, Any]]  # {pseudo, triple (s, r, o), subject iri, score}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seeds": self.seeds, "candidates": self.candidates, "hits": self.hits}
+
+
+def subgraph(kg, seeds: list[str], max_triples: int = 3000) -> list:
+    """The neighbourhood the paper extracts per question: triples around the linked entities, in
+    both directions, plus the outgoing triples of their neighbours (two hops), capped."""
+    triples, seen = [], set()
+
+    def add(ts):
+        for t in ts:
+            key = (t.s.iri, t.r.iri, t.o.iri)
+            if key not in seen and len(triples) < max_triples:
+                seen.add(key)
+                triples.append(t)
+
+    for e in seeds:
+        add(kg.triples_around(e, "both"))
+    for t in list(triples):
+        for node in (t.s, t.o):
+            if not node.literal and node.iri not in seeds:
+                add(kg.triples_around(node.iri, "out", limit=40))
+    return triples
+
+
+def semantic_query(question: Question, pg: PseudoGraph, ctx: Context, top_k: int = 10) -> Retrieval:
+    """Top-``top_k`` KG triples per pseudo-triple by cosine of Sentence-BERT embeddings."""
+    from ..embed import EmbeddingIndex
+
+    kg, embedder = ctx.kg, ctx.embedder
+    names = list(question.topic_entities) if ctx.get("use_topic_entities", True) else []
+    seeds = link_entities(names + pg.nodes, kg)
+    cands = subgraph(kg, seeds, ctx.get("max_candidates", 3000))
+    if not cands or not pg.triples:
+        return Retrieval([kg.label(s) for s in seeds], len(cands), [])
+    texts = [kg.verbalise(t, "sentence").rstrip(".") for t in cands]
+    index = EmbeddingIndex(texts, embedder)
+    results = index.search([verbalise_triple(t) for t in pg.triples], k=top_k)
+    hits = []
+    for i, res in enumerate(results):
+        for j, _, score in res:
+            t = cands[j]
+            hits.append({"pseudo": i, "triple": (t.s.label, t.r.label, t.o.label), "subject": t.s.iri,
+                         "score": round(float(score), 4)})
+    return Retrieval([kg.label(s) for s in seeds], len(cands), hits)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Two-step pruning
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class GroundGraph:
+    subjects: list[dict[str, Any]]  # {subject, label, count, mean_score, kept}
+    triples: list[PTriple]
+    k: int
+    threshold: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"subjects": self.subjects, "triples": [list(t) for t in self.triples], "k": self.k,
+                "threshold": self.threshold}
+
+
+def prune(retrieval: Retrieval, pg: PseudoGraph, k: int | None = None, threshold: float = 0.7) -> GroundGraph:
+    """Step 1: keep the ``k`` subjects with the most retrieved triples (``k`` = number of distinct
+    subjects in ``G_p``). Step 2: drop subjects whose mean cosine is under ``threshold``. The ground
+    graph lists the kept subjects' triples, best subject first."""
+    if k is None:
+        k = max(1, len({s for s, _, _ in pg.triples}))
+    by_subject: dict[str, list[dict]] = defaultdict(list)
+    for h in retrieval.hits:
+        by_subject[h["subject"]].append(h)
+    ranked = sorted(by_subject.items(), key=lambda kv: (-len(kv[1]), -max(h["score"] for h in kv[1]), kv[0]))
+    subjects, triples = [], []
+    for rank, (subj, hs) in enumerate(ranked):
+        mean = sum(h["score"] for h in hs) / len(hs)
+        kept = rank < k and mean >= threshold
+        subjects.append({"subject": subj, "label": hs[0]["triple"][0], "count": len(hs),
+                         "mean_score": round(mean, 4), "kept": kept, "in_top_k": rank < k})
+    order = sorted((s for s in subjects if s["kept"]), key=lambda s: -s["mean_score"])
+    for s in order:
+        seen = []
+        for h in sorted(by_subject[s["subject"]], key=lambda h: -h["score"]):
+            t = tuple(h["triple"])
+            if t not in seen:
+                seen.append(t)
+        triples.extend(seen)
+    return GroundGraph(subjects, triples, k, threshold)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Verification, 5. answer
+# ---------------------------------------------------------------------------------------------
+def format_triples(triples: list[PTriple]) -> str:
+    return "\n".join(f"({s} | {r} | {o})" for s, r, o in triples) or "(none)"
+
+
+def parse_triples(text: str) -> tuple[list[PTriple], int]:
+    """``(s | r | o)`` lines → triples; returns the triples and the number of lines that were not triples."""
+    out, bad = [], 0
+    for line in text.splitlines():
+        line = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip()
+        if not line:
+            continue
+        if line.startswith("(") and line.endswith(")"):
+            line = line[1:-1]
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and all(parts):
+            t = (parts[0], parts[1], parts[2])
+            if t not in out:
+                out.append(t)
+        else:
+            bad += 1
+    return out, bad
+
+
+@dataclass
+class Verification:
+    generation: Generation
+    triples: list[PTriple]
+    unparsed_lines: int
+    deleted: list[PTriple]
+    added: list[PTriple]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"generation": self.generation.as_dict(), "triples": [list(t) for t in self.triples],
+                "unparsed_lines": self.unparsed_lines, "deleted": [list(t) for t in self.deleted],
+                "added": [list(t) for t in self.added]}
+
+
+def verify(question: str, pg: PseudoGraph, ground: GroundGraph, ctx: Context) -> Verification:
+    """The LLM keeps, deletes, replaces and adds triples of ``G_p`` using the ground graph ``G_g``."""
+    from ..prompting import load_prompt
+
+    prompt = load_prompt("pgakv_verify")
+    limit = ctx.get("ground_limit", 30)
+    if not pg.triples and not ground.triples:  # nothing to check: no LLM call
+        return Verification(Generation("", "", 0, 0, True), [], 0, [], [])
+    messages = prompt.messages(question=question, pseudo_graph=format_triples(pg.triples),
+                               ground_graph=format_triples(ground.triples[:limit]))
+    r = ctx.llm.chat(messages, max_tokens=ctx.get("verify_max_tokens", 320), temperature=0.0, seed=ctx.seed)
+    gen = Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit)
+    triples, bad = parse_triples(r.text)
+    if not triples:  # nothing usable: fall back to the ground graph, then the pseudo-graph (counted as unparsed)
+        triples = list(ground.triples[:limit]) or list(pg.triples)
+    key = lambda t: tuple(x.lower() for x in t)  # noqa: E731
+    before, after = {key(t) for t in pg.triples}, {key(t) for t in triples}
+    return Verification(gen, triples, bad, [t for t in pg.triples if key(t) not in after],
+                        [t for t in triples if key(t) not in before])
+
+
+def answer_from_triples(question: Question, triples: list[PTriple], ctx: Context) -> Generation:
+    """Answer from the verified graph ``G_f``: braces for factoid questions, prose for open ones."""
+    from ..prompting import load_prompt
+
+    name = "pgakv_answer_open" if question.kind == "open" else "pgakv_answer"
+    messages = load_prompt(name).messages(triples=format_triples(triples), question=question.question)
+    max_tokens = ctx.get("answer_max_tokens", 160 if question.kind == "open" else 64)
+    r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=ctx.seed)
+    return Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit)
+
+
+def _final(question: Question, gen: Generation, tr: Tracer) -> MethodResult:
+    if question.kind == "open":
+        text = gen.text.strip()
+        return MethodResult([text] if text else [], text, tr.stages, None if text else "empty")
+    parsed = tr.record("parse_answers", extract_braced_answers, gen.text)
+    return MethodResult(parsed.items, gen.text, tr.stages, parsed.error)
+
+
+def _require_kg(ctx: Context, method: str) -> None:
+    if ctx.kg is None or ctx.embedder is None:
+        raise ValueError(f"{method} needs a knowledge graph and an embedder: Context(llm=..., kg=load_named(...), "
+                         "embedder=Embedder()), or `kgqa run --kg miniworld`")
+
+
+@register_method("pgakv", prompts=("pgakv_pseudo", "pgakv_verify", "pgakv_answer", "pgakv_answer_open"))
+def pgakv(q: Question, ctx: Context) -> MethodResult:
+    """The full method. Settings: ``verify`` (default True; False = the pseudo-graph-only ablation,
+    answering from ``G_g`` ∪ ``G_p``), ``top_k`` (10), ``threshold`` (0.7), ``k_subjects`` (None:
+    the number of subjects in ``G_p``), ``use_topic_entities`` (True)."""
+    _require_kg(ctx, "pgakv")
+    tr = Tracer()
+    gen = tr.record("generate_pseudo_graph", generate_pseudo_graph, q.question, ctx)
+    pg = tr.record("cypher_to_triples", parse_pseudo_graph, gen)
+    ret = tr.record("semantic_query", semantic_query, q, pg, ctx, ctx.get("top_k", 10))
+    ground = tr.record("prune", prune, ret, pg, ctx.get("k_subjects"), ctx.get("threshold", 0.7))
+    if ctx.get("verify", True):
+        ver = tr.record("verify", verify, q.question, pg, ground, ctx)
+        final = ver.triples
+    else:
+        final = list(ground.triples[:ctx.get("ground_limit", 30)]) + [t for t in pg.triples if t not in ground.triples]
+    gen_a = tr.record("answer", answer_from_triples, q, final, ctx)
+    res = _final(q, gen_a, tr)
+    if res.error is None and pg.error:
+        res.error = pg.error  # counted as malformed Cypher, although an answer was still produced
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines of the paper beyond IO/CoT: Self-Consistency and question semantic matching
+# ---------------------------------------------------------------------------------------------
+def majority_vote(answer_lists: list[list[str]]) -> tuple[list[str], dict[str, int]]:
+    """The answer set given most often (by its normalised first answer); ties → earliest sample."""
+    from ..evaluate.metrics import normalize_answer as normalize
+
+    votes = Counter(normalize(a[0]) for a in answer_lists if a)
+    if not votes:
+        return [], {}
+    best = max(votes.values())
+    for a in answer_lists:
+        if a and votes[normalize(a[0])] == best:
+            return a, dict(votes)
+    return [], dict(votes)
+
+
+def most_central(texts: list[str]) -> int:
+    """For open answers: the sample with the highest mean ROUGE-L to the other samples."""
+    from ..evaluate.metrics import rouge_l
+
+    if len(texts) < 2:
+        return 0
+    scores = [sum(rouge_l(t, [u]) for j, u in enumerate(texts) if j != i) for i, t in enumerate(texts)]
+    return max(range(len(texts)), key=lambda i: (scores[i], -i))
+
+
+@register_method("sc", prompts=("cot", "cot_open"))
+def self_consistency(q: Question, ctx: Context) -> MethodResult:
+    """Self-Consistency: ``samples`` (3) CoT answers at temperature 0.7 — each a distinct cache
+    entry (its sample index is part of the key) — then a majority vote."""
+    tr = Tracer()
+    n = ctx.get("samples", 3)
+    name = "cot_open" if q.kind == "open" else "cot"
+    gens = [tr.record(f"sample_{i}", generate, q.question, ctx, name, ctx.get("max_tokens", 256), 0.7, i)
+            for i in range(n)]
+    if q.kind == "open":
+        texts = [_open_text(g.text) for g in gens]
+        best = tr.record("vote", most_central, texts)
+        return MethodResult([texts[best]] if texts[best] else [], texts[best], tr.stages, None if texts[best] else "empty")
+    parsed = [extract_braced_answers(g.text) for g in gens]
+    answers, votes = tr.record("vote", majority_vote, [p.items for p in parsed])
+    error = None if answers else "malformed"
+    return MethodResult(answers, "\n---\n".join(g.text for g in gens), tr.stages, error)
+
+
+def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retrieval:
+    """QSM: embed the question itself and take the ``top_n`` closest KG triples around the
+    entities it names."""
+    from ..embed import EmbeddingIndex
+
+    kg = ctx.kg
+    seeds = link_entities(list(question.topic_entities), kg)
+    cands = subgraph(kg, seeds, ctx.get("max_candidates", 3000))
+    if not cands:
+        return Retrieval([kg.label(s) for s in seeds], 0, [])
+    index = EmbeddingIndex([kg.verbalise(t, "sentence").rstrip(".") for t in cands], ctx.embedder)
+    hits = [{"pseudo": -1, "triple": (cands[j].s.label, cands[j].r.label, cands[j].o.label),
+             "subject": cands[j].s.iri, "score": round(float(s), 4)} for j, _, s in index.search(question.question, k=top_n)[0]]
+    return Retrieval([kg.label(s) for s in seeds], len(cands), hits)
+
+
+@register_method("qsm", prompts=("pgakv_answer", "pgakv_answer_open"))
+def qsm(q: Question, ctx: Context) -> MethodResult:
+    """Question semantic matching: the question's top-10 KG triples, then the same answer prompt."""
+    _require_kg(ctx, "qsm")
+    tr = Tracer()
+    ret = tr.record("match_question", match_question, q, ctx, ctx.get("top_k", 10))
+    triples = [tuple(h["triple"]) for h in ret.hits]
+    gen = tr.record("answer", answer_from_triples, q, triples, ctx)
+    return _final(q, gen, tr)
