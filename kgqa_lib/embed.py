@@ -107,10 +107,17 @@ class Embedder:
         if self._st is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+            import warnings
+
+            with warnings.catch_warnings():  # tqdm.auto's "IProgress not found" in kernels without ipywidgets
+                warnings.filterwarnings("ignore", message="IProgress not found")
+                from sentence_transformers import SentenceTransformer
 
             path = _offline_model_path() if self.model_id == DEFAULT_MODEL else self.model
             try:
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # no "Loading weights" bar on stderr in notebooks
                 self._st = SentenceTransformer(path, device=self.device, local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - re-raised with the fix
                 raise RuntimeError(

@@ -151,8 +151,10 @@ class LLMCache:
         self._lock = threading.Lock()
         self._local = threading.local()
         with self._conn() as con:
+            fresh = con.execute("SELECT name FROM sqlite_master WHERE name='transcribed'").fetchone() is None
             con.executescript(
                 """
+                CREATE TABLE IF NOT EXISTS transcribed (key TEXT PRIMARY KEY);
                 CREATE TABLE IF NOT EXISTS responses (
                     key TEXT PRIMARY KEY, model_id TEXT, request TEXT, text TEXT,
                     prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT,
@@ -160,6 +162,8 @@ class LLMCache:
                 CREATE TABLE IF NOT EXISTS imported (file TEXT PRIMARY KEY, size INTEGER, mtime REAL);
                 """
             )
+            if fresh:  # a cache made before `transcribed` existed: re-read every transcript once
+                con.execute("DELETE FROM imported")
         if self.transcripts and self.transcripts.is_dir():
             self.import_transcripts()
 
@@ -208,6 +212,7 @@ class LLMCache:
             with self._lock:
                 con.execute("BEGIN")
                 con.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)", rows)  # last entry wins, as in put()
+                con.executemany("INSERT OR IGNORE INTO transcribed VALUES (?)", [(r[0],) for r in rows])
                 con.execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
                 con.execute("COMMIT")
             n += len(rows)
@@ -232,20 +237,42 @@ class LLMCache:
                  response["completion_tokens"], response.get("finish_reason", ""), response.get("seconds", 0.0)),
             )
             if self.transcripts is not None:
-                self.transcripts.mkdir(parents=True, exist_ok=True)
-                f = self.transcripts / f"{_slug(request.model_id)}.jsonl"
-                line = json.dumps(
-                    {"key": key, "request": json.loads(canonical), "response": response},
-                    ensure_ascii=False, sort_keys=True,
-                )
-                # one write of one whole line, flushed: an interrupted run leaves at most a
-                # truncated last line, which the importer skips
-                with open(f, "a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                st = f.stat()
-                self._conn().execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
+                self._append(key, request.model_id, canonical, response)
+
+    def _append(self, key: str, model_id: str, canonical: str, response: dict[str, Any]) -> None:
+        """Append one entry to the model's transcript (caller holds the lock)."""
+        self.transcripts.mkdir(parents=True, exist_ok=True)
+        f = self.transcripts / f"{_slug(model_id)}.jsonl"
+        line = json.dumps({"key": key, "request": json.loads(canonical), "response": response},
+                          ensure_ascii=False, sort_keys=True)
+        # one write of one whole line, flushed: an interrupted run leaves at most a truncated last
+        # line, which the importer skips
+        with open(f, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        st = f.stat()
+        con = self._conn()
+        con.execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
+        con.execute("INSERT OR IGNORE INTO transcribed VALUES (?)", (key,))
+
+    def ensure_transcribed(self, key: str) -> bool:
+        """A cache hit that no committed transcript holds yet (it was made by a run that kept its
+        answers on this machine only) is appended now, so a notebook recorded on this machine
+        replays on any other. Returns True when it appended."""
+        if self.transcripts is None:
+            return False
+        con = self._conn()
+        if con.execute("SELECT 1 FROM transcribed WHERE key=?", (key,)).fetchone():
+            return False
+        row = con.execute("SELECT model_id, request, text, prompt_tokens, completion_tokens, finish_reason, seconds "
+                          "FROM responses WHERE key=?", (key,)).fetchone()
+        if row is None:
+            return False
+        response = dict(zip(("text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds"), row[2:]))
+        with self._lock:
+            self._append(key, row[0], row[1], response)
+        return True
 
     def stats(self) -> dict[str, Any]:
         con = self._conn()
@@ -432,6 +459,8 @@ class LLM:
         started = time.perf_counter()
         cached = self.cache.get(key) if self.mode != "live" else None
         if cached is not None:
+            if self.mode != "replay":  # recording: make sure the committed transcript holds this answer
+                self.cache.ensure_transcribed(key)
             result = ChatResult(cached["text"], cached["prompt_tokens"], cached["completion_tokens"],
                                 cached["finish_reason"], time.perf_counter() - started, cached["seconds"], True, key)
         elif self.mode == "replay" or self.backend is None:

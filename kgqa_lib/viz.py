@@ -24,3 +24,29 @@ def metric_bars(ax, table, metric: str, label_col: str = "method"):
     ax.set_ylim(0, 1)
     ax.set_ylabel(metric)
     return ax
+
+
+def draw_triples(ax, triples, title: str = "", highlight=(), color: str = "#4C72B0", max_triples: int = 25):
+    """A small knowledge graph drawn from ``(s, r, o)`` triples (networkx spring layout, fixed seed).
+    Nodes named in ``highlight`` (e.g. the gold answers) are drawn in orange."""
+    import textwrap
+
+    import networkx as nx
+
+    g = nx.MultiDiGraph()
+    for s, r, o in list(triples)[:max_triples]:
+        g.add_edge(str(s), str(o), label=str(r))
+    ax.set_title(title, fontsize=10)
+    ax.axis("off")
+    if not g.number_of_nodes():
+        ax.text(0.5, 0.5, "(empty)", ha="center", va="center", transform=ax.transAxes)
+        return ax
+    pos = nx.spring_layout(g, seed=0, k=1.6 / max(1, g.number_of_nodes()) ** 0.5)
+    hl = {str(h).lower() for h in highlight}
+    colors = ["#DD8452" if n.lower() in hl else color for n in g.nodes]
+    nx.draw_networkx_nodes(g, pos, ax=ax, node_color=colors, node_size=260, alpha=0.85)
+    nx.draw_networkx_edges(g, pos, ax=ax, arrows=True, arrowsize=10, edge_color="#888888", width=1.0)
+    nx.draw_networkx_labels(g, pos, ax=ax, labels={n: "\n".join(textwrap.wrap(n, 18)) for n in g.nodes}, font_size=7)
+    edge_labels = {(u, v): d["label"] for u, v, d in g.edges(data=True)}
+    nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=edge_labels, font_size=6, font_color="#444444")
+    return ax

@@ -13,6 +13,7 @@ from kgqa_lib.notebooks import execute, normalize_file, notebook_paths
 # small overrides per notebook (the CI file of stellargraph's demos, as a dict)
 SMOKE_PARAMETERS = {
     "00_quickstart.ipynb": {"N_QUESTIONS": 3, "LLM_MODE": "replay"},
+    "10_pgakv_walkthrough.ipynb": {"LLM_MODE": "replay"},
 }
 
 

@@ -126,3 +126,23 @@ def test_replay_mode_needs_no_model_or_key(tmp_path, monkeypatch):
     assert llm.backend is None and llm.model_id == "openai:gpt-x"
     local = make_llm("local", "replay", cache=cache)
     assert local.backend._llama is None  # nothing loaded
+
+
+def test_a_hit_made_without_transcripts_is_transcribed_when_recording(tmp_path):
+    """An answer cached by a run that kept it on this machine (``kgqa run --no-transcripts``) is
+    appended to the transcript the first time a recording run (auto mode) uses it — once."""
+    b = EchoBackend()
+    LLM(b, "echo", LLMCache(tmp_path / "c.sqlite", transcripts=None), "auto").chat("explored")
+    tr = tmp_path / "tr" / "echo.jsonl"
+    LLM(None, "echo", LLMCache(tmp_path / "c.sqlite", transcripts=tmp_path / "tr"), "replay").chat("explored")
+    assert not tr.exists()  # replay (the tests) never writes
+    rec = LLM(None, "echo", LLMCache(tmp_path / "c.sqlite", transcripts=tmp_path / "tr"), "auto")
+    rec.chat("explored")
+    rec.chat("explored")
+    assert len(tr.read_text().splitlines()) == 1 and b.calls == 1
+    fresh = LLM(None, "echo", LLMCache(tmp_path / "other.sqlite", transcripts=tmp_path / "tr"), "replay")
+    assert fresh.chat("explored").text.startswith("explored#")
+    # a cache that already holds the transcript's entries does not append them again
+    again = LLM(None, "echo", LLMCache(tmp_path / "other.sqlite", transcripts=tmp_path / "tr"), "auto")
+    again.chat("explored")
+    assert len(tr.read_text().splitlines()) == 1
