@@ -34,6 +34,11 @@ def summarize(records: list[dict[str, Any]], metrics: Iterable[str] | None = Non
     row["tokens/q"] = sum(r["llm"]["prompt_tokens"] + r["llm"]["completion_tokens"] for r in records) / n
     row["s/q"] = sum(r["seconds"] for r in records) / n
     row["llm_s/q (recorded)"] = sum(r["llm"]["recorded_seconds"] for r in records) / n
+    # time outside the LLM (retrieval, embedding, parsing): wall time minus this run's LLM time;
+    # its share is taken against the recorded LLM time, i.e. as a live run would spend it
+    outside = sum(max(0.0, r["seconds"] - r["llm"].get("seconds", 0.0)) for r in records) / n
+    row["outside_llm_s/q"] = outside
+    row["outside_share"] = outside / (outside + row["llm_s/q (recorded)"]) if outside + row["llm_s/q (recorded)"] else 0.0
     row["cache_hits"] = sum(r["llm"]["cache_hits"] for r in records)
     return row
 

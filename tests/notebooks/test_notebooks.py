@@ -14,6 +14,7 @@ from kgqa_lib.notebooks import execute, normalize_file, notebook_paths
 SMOKE_PARAMETERS = {
     "00_quickstart.ipynb": {"N_QUESTIONS": 3, "LLM_MODE": "replay"},
     "10_pgakv_walkthrough.ipynb": {"LLM_MODE": "replay"},
+    "11_pgakv_main_results.ipynb": {"N_PER_SET": 2, "METHODS": ["io", "qsm", "pgakv"], "LLM_MODE": "replay"},
 }
 
 
