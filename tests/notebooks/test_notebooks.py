@@ -15,6 +15,9 @@ SMOKE_PARAMETERS = {
     "00_quickstart.ipynb": {"N_QUESTIONS": 3, "LLM_MODE": "replay"},
     "10_pgakv_walkthrough.ipynb": {"LLM_MODE": "replay"},
     "11_pgakv_main_results.ipynb": {"N_PER_SET": 2, "METHODS": ["io", "qsm", "pgakv"], "LLM_MODE": "replay"},
+    "12_pgakv_ablations.ipynb": {"N_QUESTIONS": 3, "THRESHOLDS": [0.7], "K_SUBJECTS": [None], "LLM_MODE": "replay"},
+    "13_pgakv_kg_sources.ipynb": {"N_PER_SET": 2, "SETS": ["miniworld:simple"], "LLM_MODE": "replay"},
+    "14_pgakv_errors.ipynb": {"N_PER_SET": 2, "LLM_MODE": "replay"},
 }
 
 
