@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kgqa_lib.evaluate.report import summarize
 from kgqa_lib.evaluate.runner import read_records
+from kgqa_lib.methods.pgakv import cypher_statistics
 from kgqa_lib.paths import results_dir
 
 SETS = ("simple", "multihop", "open")
@@ -26,23 +27,6 @@ CLAIM = {"simple": 7.5, "multihop": 7.5, "open": 11.5}  # the paper's abstract: 
 
 def run_file(runs: Path, s: str, m: str) -> Path:
     return runs / f"t2_{s}.{m}.jsonl"
-
-
-def cypher_stats(records: list[dict]) -> dict:
-    outs = [next(st["output"] for st in r["trace"] if st["name"] == "cypher_to_triples") for r in records]
-    statements = sum(o["statements"] for o in outs)
-    failed = sum(o["failed_statements"] for o in outs)
-    return {
-        "outputs": len(outs),
-        "with >=1 triple": sum(1 for o in outs if o["triples"]),
-        "no Cypher in reply": sum(1 for o in outs if o["error"] == "no_cypher"),
-        "Cypher but no triples": sum(1 for o in outs if o["error"] in ("cypher_error", "empty_graph")),
-        "statements": statements,
-        "statements parsed as written": statements - failed,
-        "statements repaired line by line": failed,
-        "lines dropped": sum(len(o["dropped_lines"]) for o in outs),
-        "mean triples per sketch": round(sum(len(o["triples"]) for o in outs) / max(1, len(outs)), 2),
-    }
 
 
 def main() -> int:
@@ -93,7 +77,7 @@ def main() -> int:
         lines.append("\n## Cypher written by the local model (all PG&AKV questions above)\n")
         lines.append("| measure | value |")
         lines.append("|---|---|")
-        for k, v in cypher_stats(pg).items():
+        for k, v in cypher_statistics(pg).items():
             lines.append(f"| {k} | {v} |")
     text = "\n".join(lines) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -168,6 +168,25 @@ def parse_pseudo_graph(generation: Generation) -> PseudoGraph:
     return pg
 
 
+def cypher_statistics(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the pseudo-graph Cypher of a PG&AKV run fared: from the ``cypher_to_triples`` stage of
+    each run record (used by `14_pgakv_errors` and `scripts/bench_pgakv.py`)."""
+    outs = [next(s["output"] for s in r["trace"] if s["name"] == "cypher_to_triples") for r in records]
+    statements = sum(o["statements"] for o in outs)
+    failed = sum(o["failed_statements"] for o in outs)
+    return {
+        "outputs": len(outs),
+        "with >=1 triple": sum(1 for o in outs if o["triples"]),
+        "no Cypher in reply": sum(1 for o in outs if o["error"] == "no_cypher"),
+        "Cypher but no triples": sum(1 for o in outs if o["error"] in ("cypher_error", "empty_graph")),
+        "statements": statements,
+        "statements parsed as written": statements - failed,
+        "statements repaired line by line": failed,
+        "lines dropped": sum(len(o["dropped_lines"]) for o in outs),
+        "mean triples per sketch": round(sum(len(o["triples"]) for o in outs) / max(1, len(outs)), 2),
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. Semantic querying
 # ---------------------------------------------------------------------------------------------

@@ -86,3 +86,15 @@ def test_prompts_with_turns_become_a_dialogue():
     assert msgs[2]["content"].startswith("Plan:") and "```cypher" in msgs[2]["content"]
     # a prompt without turn markers stays one system and one user message
     assert [m["role"] for m in load_prompt("io").messages(question="x")] == ["system", "user"]
+
+
+def test_cypher_statistics_counts_the_stage_outputs():
+    from kgqa_lib.methods.pgakv import cypher_statistics
+
+    def rec(cypher):
+        return {"trace": [{"name": "cypher_to_triples", "output": cypher_to_triples(cypher).as_dict()}]}
+
+    stats = cypher_statistics([rec(LLM_STYLE), rec(""), rec("CREATE (a:Person {name: 'Ada')")])
+    assert stats["outputs"] == 3 and stats["with >=1 triple"] == 1
+    assert stats["no Cypher in reply"] == 1 and stats["Cypher but no triples"] == 1
+    assert stats["statements repaired line by line"] == 2 and stats["lines dropped"] == 2
