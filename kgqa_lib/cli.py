@@ -60,6 +60,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         settings["kg"] = args.kg or default_kg(args.dataset)
         kg, embedder = load_named(settings["kg"]), Embedder()
+    elif args.method == "fusic":  # its transfer task names both KGs; the encoder links and picks exemplars
+        from .embed import Embedder
+
+        embedder = Embedder()
     ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=settings, seed=args.seed)
     out = args.out
     if out is None:

@@ -191,6 +191,18 @@ class EmbeddedKG:
     def _objects(self, s: str, p: str) -> list[str]:
         return [_ox_value(q.object) for q in self.store.quads_for_pattern(ox.NamedNode(s), ox.NamedNode(p), None, self._g)]
 
+    def objects(self, subject: str, predicate: str) -> list[str]:
+        """Values of ``predicate`` on ``subject`` (IRIs or literal values)."""
+        return self._objects(subject, predicate)
+
+    def has_term(self, iri: str) -> bool:
+        """Whether the IRI occurs in the KG at all (as subject, relation or object)."""
+        node = ox.NamedNode(iri)
+        for pattern in ((node, None, None), (None, node, None), (None, None, node)):
+            for _ in self.store.quads_for_pattern(*pattern, self._g):
+                return True
+        return False
+
     def label(self, entity: str) -> str:
         if "://" not in entity:
             return entity  # a literal value

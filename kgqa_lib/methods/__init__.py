@@ -1,4 +1,4 @@
-"""Methods: one module per paper (``baselines``, later ``pgakv``, ``fusic``, ``keqing``).
+"""Methods: one module per paper (``baselines``, ``pgakv``, ``fusic``, later ``keqing``).
 
 Each method is a pipeline of named stages; :func:`get_method` resolves a name such as ``io``."""
 
@@ -7,5 +7,6 @@ from __future__ import annotations
 from .base import Context, MethodResult, Stage, get_method, method_names, register_method
 from . import baselines  # noqa: F401  (registers io, cot)
 from . import pgakv  # noqa: F401  (registers pgakv, sc, qsm)
+from . import fusic  # noqa: F401  (registers fusic)
 
 __all__ = ["Context", "MethodResult", "Stage", "get_method", "method_names", "register_method"]

@@ -1,0 +1,224 @@
+"""Retrievers that rank verbalised KB candidates (paths, relations, types) for a question.
+
+Two with complementary strengths, as FuSIC-KBQA fuses:
+
+- :class:`BM25Retriever` — sparse, no training: exact word overlap (``bm25s``); strong when the
+  question says the relation's words ("born", "capital"), blind to paraphrase.
+- :class:`DenseRetriever` — a Sentence-Transformers bi-encoder. :func:`train_dense` fine-tunes the
+  offline all-MiniLM-L6-v2 on (question, gold candidate) pairs of a *source* domain with in-batch
+  and hard negatives (multiple-negatives ranking loss), optionally continues on the target's few
+  shots. Training is a plain torch loop on the CPU (seconds to a few minutes), deterministic for a
+  seed, and cached on disk under a hash of its inputs: the same inputs never train twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .paths import user_cache_dir
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words; relation ids such as ``people.person.place_of_birth`` split into words."""
+    return _WORD.findall(text.lower().replace("_", " "))
+
+
+@dataclass
+class Ranked:
+    index: int  # position in the candidate list given to rank()
+    score: float
+
+
+class BM25Retriever:
+    """BM25 over the question's own candidate list (``bm25s``, Lucene variant)."""
+
+    name = "bm25"
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+
+    def rank(self, question: str, texts: Sequence[str], k: int | None = None) -> list[Ranked]:
+        if not texts:
+            return []
+        import bm25s
+
+        corpus = [tokenize(t) or ["_"] for t in texts]
+        model = bm25s.BM25(k1=self.k1, b=self.b)
+        model.index(corpus, show_progress=False)
+        q = [w for w in tokenize(question) if w in model.vocab_dict] if hasattr(model, "vocab_dict") else tokenize(question)
+        scores = np.asarray(model.get_scores(q), dtype=float) if q else np.zeros(len(texts))
+        order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))  # ties: the enumeration order
+        return [Ranked(i, float(scores[i])) for i in order[:k]]
+
+
+class DenseRetriever:
+    """Cosine similarity between question and candidate embeddings (any Sentence-Transformers
+    model directory; the offline MiniLM when ``model`` is None)."""
+
+    name = "dense"
+
+    def __init__(self, model: str | Path | None = None, label: str = "dense") -> None:
+        from .embed import Embedder
+
+        self.model_path = str(model) if model else None
+        self.label = label
+        self.embedder = Embedder(self.model_path)
+
+    def rank(self, question: str, texts: Sequence[str], k: int | None = None) -> list[Ranked]:
+        if not texts:
+            return []
+        q = self.embedder.encode([question])
+        m = self.embedder.encode(list(texts))
+        scores = (m @ q[0]).astype(float)
+        order = sorted(range(len(texts)), key=lambda i: (-round(scores[i], 6), i))
+        return [Ranked(i, float(scores[i])) for i in order[:k]]
+
+    def __repr__(self) -> str:
+        return f"DenseRetriever({self.label})"
+
+
+@dataclass
+class TrainingExample:
+    question: str
+    positive: str
+    negatives: list[str] = field(default_factory=list)  # hard negatives: other candidates of the question
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "positive": self.positive, "negatives": self.negatives}
+
+
+@dataclass
+class TrainingReport:
+    path: Path
+    examples: int
+    steps: int
+    seconds: float
+    losses: list[float]
+    cached: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "examples": self.examples, "steps": self.steps,
+                "seconds": round(self.seconds, 2), "first_loss": self.losses[0] if self.losses else None,
+                "last_loss": self.losses[-1] if self.losses else None, "cached": self.cached}
+
+
+def _quiet_hf() -> None:
+    """No "Loading weights" / "Writing model shards" bars on stderr (notebook outputs stay clean)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils import logging as hf_logging
+
+        disable_progress_bars()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def retriever_dir() -> Path:
+    return user_cache_dir() / "retrievers"
+
+
+def train_dense(examples: Sequence[TrainingExample], *, base: str | Path | None = None, epochs: int = 2,
+                batch_size: int = 16, lr: float = 3e-5, scale: float = 20.0, seed: int = 0,
+                hard_negatives: int = 1, progress: bool = False, out_dir: str | Path | None = None) -> TrainingReport:
+    """Fine-tune a bi-encoder with the multiple-negatives ranking loss; returns where it is saved.
+
+    Each batch scores every question against every positive in the batch and the hard negatives
+    (cross-entropy towards its own positive). The result is saved under a hash of the examples,
+    the base model and the hyper-parameters, and reused when asked again."""
+    import time
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from .embed import _offline_model_path
+
+    base_path = str(base) if base else _offline_model_path()
+    spec = {"base": base_path, "epochs": epochs, "batch_size": batch_size, "lr": lr, "scale": scale, "seed": seed,
+            "hard_negatives": hard_negatives, "examples": [e.as_dict() for e in examples]}
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    out = Path(out_dir) if out_dir else retriever_dir() / key
+    meta = out / "kgqa_training.json"
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        return TrainingReport(out, info["examples"], info["steps"], info["seconds"], info["losses"], True)
+    if not examples:
+        raise ValueError("train_dense needs at least one (question, positive) example")
+
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    _quiet_hf()
+    model = SentenceTransformer(base_path, device="cpu", local_files_only=True)
+    prep = getattr(model, "preprocess", None) or model.tokenize
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    order = list(range(len(examples)))
+    losses: list[float] = []
+    steps_total = epochs * ((len(order) + batch_size - 1) // batch_size)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps_total, desc="training dense retriever", unit="step")
+
+    def embed(texts: list[str]) -> torch.Tensor:
+        feats = prep(texts)
+        emb = model(feats)["sentence_embedding"]
+        return torch.nn.functional.normalize(emb, dim=-1)
+
+    for _ in range(epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[start:start + batch_size]]
+            docs = [e.positive for e in batch]
+            for e in batch:
+                negs = [n for n in e.negatives if n != e.positive]
+                docs.extend(rng.sample(negs, min(hard_negatives, len(negs))))
+            q = embed([e.question for e in batch])
+            d = embed(docs)
+            logits = scale * q @ d.T
+            # two positives of one batch may be the same text: do not punish picking the twin
+            same = torch.tensor([[docs[j] == batch[i].positive and j != i for j in range(len(docs))]
+                                 for i in range(len(batch))])
+            logits = logits.masked_fill(same, -1e4)
+            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(round(float(loss.detach()), 4))
+            if bar:
+                bar.update(1)
+                bar.set_postfix(loss=losses[-1])
+    if bar:
+        bar.close()
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
+    seconds = time.perf_counter() - started
+    meta.write_text(json.dumps({"examples": len(examples), "steps": len(losses), "seconds": round(seconds, 2),
+                                "losses": losses, "spec_key": key}))
+    return TrainingReport(out, len(examples), len(losses), seconds, losses, False)
+
+
+def recall_at(ranked: Sequence[Ranked], gold: set[int], k: int) -> float:
+    """Share of gold candidates in the top k (1.0 when there is no gold to find)."""
+    if not gold:
+        return 1.0
+    top = {r.index for r in ranked[:k]}
+    return len(top & gold) / len(gold)

@@ -1,0 +1,175 @@
+"""S-expressions (GrailQA's logical forms) → SPARQL, for FuSIC-KBQA's "w/o SPARQL" variant.
+
+The language (Gu et al., 2021), over sets of entities:
+
+- an entity (``wd:Q64904``, ``ns:m.0264904``, ``<http://…>``) or a literal (``1994``, ``"Paris"``)
+  is the set holding just it;
+- ``(JOIN r X)`` = {x | (x, r, y) for some y in X}; ``(JOIN (R r) X)`` = {x | (y, r, x), y in X};
+- ``(AND A B)`` = A ∩ B; ``(COUNT A)`` = |A|;
+- ``(ARGMAX A r)`` / ``(ARGMIN A r)`` = the member of A with the largest / smallest value of r;
+- ``(lt r v)``, ``(le r v)``, ``(gt r v)``, ``(ge r v)`` = {x | (x, r, w), w < v …};
+- extension (not in GrailQA, needed for "which is longer, A or B?"): ``(OR A B)`` = A ∪ B.
+
+:func:`parse_sexpr` and :func:`to_sparql` raise :class:`SExprError` with a message the LLM can act
+on (the execution-guided feedback shows it); :func:`extract_sexpr` pulls the first balanced
+expression out of chatty output and never raises.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Union
+
+Node = Union[str, list]
+
+COMPARATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+OPERATORS = {"JOIN", "R", "AND", "OR", "COUNT", "ARGMAX", "ARGMIN", *COMPARATORS}
+_TOKEN = re.compile(r'\(|\)|"(?:[^"\\]|\\.)*"|[^\s()]+')
+
+
+class SExprError(ValueError):
+    """The s-expression does not parse or uses an operator wrongly."""
+
+
+def parse_sexpr(text: str) -> Node:
+    """``(JOIN (R r) e)`` → ``["JOIN", ["R", "r"], "e"]``."""
+    tokens = _TOKEN.findall(text or "")
+    if not tokens:
+        raise SExprError("empty s-expression")
+    pos = 0
+
+    def read() -> Node:
+        nonlocal pos
+        if pos >= len(tokens):
+            raise SExprError("unbalanced parentheses: the expression ends too early")
+        tok = tokens[pos]
+        pos += 1
+        if tok == ")":
+            raise SExprError("unexpected ')'")
+        if tok != "(":
+            return tok
+        items: list[Node] = []
+        while pos < len(tokens) and tokens[pos] != ")":
+            items.append(read())
+        if pos >= len(tokens):
+            raise SExprError("unbalanced parentheses: a '(' is never closed")
+        pos += 1
+        if not items:
+            raise SExprError("empty parentheses '()'")
+        return items
+
+    node = read()
+    if pos != len(tokens):
+        raise SExprError(f"text after the expression: {' '.join(tokens[pos:pos + 5])!r}")
+    return node
+
+
+def extract_sexpr(text: object) -> str:
+    """The first balanced ``( … )`` in the output (code fences and prose around it ignored);
+    ``""`` when there is none."""
+    t = re.sub(r"```[a-zA-Z]*", "", str(text or ""))
+    start = t.find("(")
+    while start != -1:
+        depth = 0
+        for i in range(start, len(t)):
+            if t[i] == "(":
+                depth += 1
+            elif t[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    cand = t[start:i + 1]
+                    head = cand[1:].lstrip().split(" ", 1)[0].split("(", 1)[0]
+                    if head in OPERATORS:
+                        return cand
+                    break
+        start = t.find("(", start + 1)
+    return ""
+
+
+def _term(tok: Node) -> str:
+    if not isinstance(tok, str):
+        raise SExprError(f"expected an entity, relation or value, got {to_text(tok)!r}")
+    if tok.startswith('"') or re.fullmatch(r"-?\d+(\.\d+)?", tok) or tok.startswith("<") or ":" in tok:
+        return tok
+    raise SExprError(f"{tok!r} is neither an entity/relation id (prefix:name) nor a value")
+
+
+def to_sparql(expr: Node | str, prefixes: dict[str, str] | None = None, type_predicate: str | None = None) -> str:
+    """A SELECT query whose first variable is the expression's value. In ``(AND T X)`` a bare
+    name ``T`` is a class (``x type_predicate T``), as in GrailQA."""
+    node = parse_sexpr(expr) if isinstance(expr, str) else expr
+    fresh = _Fresh(type_predicate)
+    head = ""
+    if isinstance(node, list) and node[0] == "COUNT":
+        if len(node) != 2:
+            raise SExprError("COUNT takes one argument")
+        body, order = _set(node[1], "?x", fresh), ""
+        head = "SELECT (COUNT(DISTINCT ?x) AS ?count)"
+    elif isinstance(node, list) and node[0] in ("ARGMAX", "ARGMIN"):
+        if len(node) != 3:
+            raise SExprError(f"{node[0]} takes a set and a relation")
+        body = _set(node[1], "?x", fresh) + [f"?x {_term(node[2])} ?value ."]
+        order = f" ORDER BY {'DESC' if node[0] == 'ARGMAX' else 'ASC'}(?value) LIMIT 1"
+        head = "SELECT ?x"
+    else:
+        body, order = _set(node, "?x", fresh), ""
+        head = "SELECT DISTINCT ?x"
+    pre = "".join(f"PREFIX {p}: <{ns}>\n" for p, ns in (prefixes or {}).items())
+    return f"{pre}{head} WHERE {{ {' '.join(body)} }}{order}"
+
+
+class _Fresh:
+    def __init__(self, type_predicate: str | None) -> None:
+        self.count, self.type_predicate = itertools.count(), type_predicate
+
+    def __next__(self) -> str:
+        return f"?v{next(self.count)}"
+
+
+def _set(node: Node, var: str, fresh: _Fresh) -> list[str]:
+    """Graph patterns that bind ``var`` to the members of the set ``node``."""
+    if isinstance(node, str):
+        return [f"VALUES {var} {{ {_term(node)} }}"]
+    op, args = node[0], node[1:]
+    if op == "JOIN":
+        if len(args) != 2:
+            raise SExprError("JOIN takes a relation and a set")
+        rel, arg = args
+        inverse = isinstance(rel, list) and rel[0] == "R"
+        if isinstance(rel, list) and (rel[0] != "R" or len(rel) != 2):
+            raise SExprError("a relation is a name or (R name)")
+        r = _term(rel[1] if inverse else rel)
+        if isinstance(arg, str):
+            other, inner = _term(arg), []
+        else:
+            other = next(fresh)
+            inner = _set(arg, other, fresh)
+        return inner + [f"{other} {r} {var} ." if inverse else f"{var} {r} {other} ."]
+    if op == "AND":
+        if len(args) != 2:
+            raise SExprError("AND takes two sets")
+        a, b = args
+        if isinstance(a, str) and not isinstance(b, str):  # (AND class set): the set first
+            a, b = b, a
+        if not isinstance(b, str):
+            return _set(a, var, fresh) + _set(b, var, fresh)
+        if fresh.type_predicate:
+            return _set(a, var, fresh) + [f"{var} {fresh.type_predicate} {_term(b)} ."]
+        return _set(a, var, fresh) + [f"FILTER({var} = {_term(b)})"]
+    if op == "OR":
+        if not args or not all(isinstance(a, str) for a in args):
+            raise SExprError("OR takes entities (OR e1 e2 …)")
+        return [f"VALUES {var} {{ {' '.join(_term(a) for a in args)} }}"]
+    if op in COMPARATORS:
+        if len(args) != 2:
+            raise SExprError(f"{op} takes a relation and a value")
+        v = next(fresh)
+        return [f"{var} {_term(args[0])} {v} .", f"FILTER({v} {COMPARATORS[op]} {_term(args[1])})"]
+    if op in ("COUNT", "ARGMAX", "ARGMIN"):
+        raise SExprError(f"{op} may only be the outermost operator")
+    raise SExprError(f"unknown operator {op!r}; use {', '.join(sorted(OPERATORS))}")
+
+
+def to_text(node: Node) -> str:
+    return node if isinstance(node, str) else "(" + " ".join(to_text(n) for n in node) + ")"
