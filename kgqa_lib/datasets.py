@@ -196,6 +196,7 @@ _LOADERS: dict[str, Callable[..., Dataset]] = {
     "miniworld": load_miniworld,
     "metaqa": lambda part="1hop", split="dev": load_metaqa(part, split),
     "tiny": lambda part="films", split=None: load_tiny(part),
+    "grailqa": lambda part="dev", split=None: __import__("kgqa_lib.grailqa", fromlist=["load_grailqa"]).load_grailqa(part),
     # FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
     "fusic": lambda task, split="test": __import__("kgqa_lib.methods.fusic", fromlist=["task_dataset"]).task_dataset(task, split),
 }

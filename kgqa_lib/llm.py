@@ -183,17 +183,25 @@ class LLMCache:
         return con
 
     def import_transcripts(self) -> int:
-        """Import every ``*.jsonl`` transcript that changed since it was last imported."""
-        n = 0
+        """Import every ``*.jsonl`` transcript that changed since it was last imported.
+
+        When any transcript changed, the record of which keys are transcribed is rebuilt from the
+        files as they are now: a transcript reverted by ``git checkout`` no longer counts as holding
+        answers it lost, so the next recording appends them again."""
         con = self._conn()
-        for f in sorted(self.transcripts.glob("*.jsonl")):
+        files = sorted(self.transcripts.glob("*.jsonl"))
+        changed = []
+        for f in files:
             st = f.stat()
             row = con.execute("SELECT size, mtime FROM imported WHERE file=?", (str(f),)).fetchone()
-            if row and row[0] == st.st_size and row[1] == st.st_mtime:
-                continue
-            rows = []
+            if not (row and row[0] == st.st_size and row[1] == st.st_mtime):
+                changed.append(f)
+        if not changed:
+            return 0
+        rows, keys = [], []
+        for f in files:
             with open(f, encoding="utf-8") as fh:
-                for line_no, line in enumerate(fh, 1):
+                for line in fh:
                     line = line.strip()
                     if not line:
                         continue
@@ -203,20 +211,24 @@ class LLMCache:
                         canonical = json.dumps(e["request"], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
                         if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != e["key"]:
                             continue  # an edited entry no longer answers the request it names
-                        rows.append((e["key"], e["request"]["model"], canonical, resp["text"],
-                                     resp["prompt_tokens"], resp["completion_tokens"],
-                                     resp.get("finish_reason", ""), resp.get("seconds", 0.0)))
+                        keys.append(e["key"])
+                        if f in changed:
+                            rows.append((e["key"], e["request"]["model"], canonical, resp["text"],
+                                         resp["prompt_tokens"], resp["completion_tokens"],
+                                         resp.get("finish_reason", ""), resp.get("seconds", 0.0)))
                     except (ValueError, KeyError, TypeError, AttributeError):
                         # a truncated last line (interrupted run) is skipped, never fatal
                         continue
-            with self._lock:
-                con.execute("BEGIN")
-                con.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)", rows)  # last entry wins, as in put()
-                con.executemany("INSERT OR IGNORE INTO transcribed VALUES (?)", [(r[0],) for r in rows])
+        with self._lock:
+            con.execute("BEGIN")
+            con.executemany("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?)", rows)  # last entry wins, as in put()
+            con.execute("DELETE FROM transcribed")
+            con.executemany("INSERT OR IGNORE INTO transcribed VALUES (?)", [(k,) for k in keys])
+            for f in changed:
+                st = f.stat()
                 con.execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
-                con.execute("COMMIT")
-            n += len(rows)
-        return n
+            con.execute("COMMIT")
+        return len(rows)
 
     def get(self, key: str) -> dict[str, Any] | None:
         row = self._conn().execute(

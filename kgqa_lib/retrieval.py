@@ -39,6 +39,15 @@ class Ranked:
     score: float
 
 
+def _import_bm25s():
+    import warnings
+
+    with warnings.catch_warnings():  # tqdm.auto's "IProgress not found" in kernels without ipywidgets
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import bm25s
+    return bm25s
+
+
 class BM25Retriever:
     """BM25 over the question's own candidate list (``bm25s``, Lucene variant)."""
 
@@ -50,8 +59,7 @@ class BM25Retriever:
     def rank(self, question: str, texts: Sequence[str], k: int | None = None) -> list[Ranked]:
         if not texts:
             return []
-        import bm25s
-
+        bm25s = _import_bm25s()
         corpus = [tokenize(t) or ["_"] for t in texts]
         model = bm25s.BM25(k1=self.k1, b=self.b)
         model.index(corpus, show_progress=False)
@@ -144,9 +152,10 @@ def train_dense(examples: Sequence[TrainingExample], *, base: str | Path | None 
     import time
 
     import torch
-    from sentence_transformers import SentenceTransformer
 
-    from .embed import _offline_model_path
+    from .embed import _offline_model_path, sentence_transformer_class
+
+    SentenceTransformer = sentence_transformer_class()
 
     base_path = str(base) if base else _offline_model_path()
     spec = {"base": base_path, "epochs": epochs, "batch_size": batch_size, "lr": lr, "scale": scale, "seed": seed,

@@ -7,7 +7,15 @@ Run the methods first (resumable; ``--no-transcripts`` keeps the committed trans
     done; done
     python scripts/bench_pgakv.py            # → results/bench/pgakv_table2.md
 
-Missing or partial run files are reported as such (n shows how many questions are done)."""
+Missing or partial run files are reported as such (n shows how many questions are done).
+
+The runs take hours with the local model and ``results/runs/`` is not committed, so progress is
+kept across machines in ``results/bench/runs/pgakv_t2/*.jsonl.gz`` (our own questions only):
+
+    python scripts/bench_pgakv.py --save      # gzip the run files there (commit them)
+    python scripts/bench_pgakv.py --restore   # copy them back to results/runs/ to resume the runs
+
+The report reads ``results/runs/`` first and falls back to the saved copies."""
 
 from __future__ import annotations
 
@@ -16,6 +24,9 @@ import sys
 from pathlib import Path
 
 from kgqa_lib.evaluate.report import summarize
+import gzip
+import tempfile
+
 from kgqa_lib.evaluate.runner import read_records
 from kgqa_lib.methods.pgakv import cypher_statistics
 from kgqa_lib.paths import results_dir
@@ -25,16 +36,49 @@ METHODS = ("io", "cot", "sc", "qsm", "pgakv")
 CLAIM = {"simple": 7.5, "multihop": 7.5, "open": 11.5}  # the paper's abstract: minimum gains over the baselines
 
 
+SAVED = results_dir() / "bench" / "runs" / "pgakv_t2"
+
+
 def run_file(runs: Path, s: str, m: str) -> Path:
-    return runs / f"t2_{s}.{m}.jsonl"
+    """The live run file, or else its saved (gzipped) copy unpacked next to the saved copy."""
+    live = runs / f"t2_{s}.{m}.jsonl"
+    saved = SAVED / f"t2_{s}.{m}.jsonl.gz"
+    if live.exists() or not saved.exists():
+        return live
+    unpacked = Path(tempfile.gettempdir()) / f"kgqa-pgakv-t2-{s}.{m}.jsonl"
+    unpacked.write_bytes(gzip.decompress(saved.read_bytes()))
+    return unpacked
+
+
+def save(runs: Path) -> None:
+    SAVED.mkdir(parents=True, exist_ok=True)
+    for f in sorted(runs.glob("t2_*.jsonl")):
+        (SAVED / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes(), mtime=0))
+        print("saved", f.name, len(read_records(f)), "records")
+
+
+def restore(runs: Path) -> None:
+    runs.mkdir(parents=True, exist_ok=True)
+    for g in sorted(SAVED.glob("t2_*.jsonl.gz")):
+        target = runs / g.name[:-3]
+        if target.exists():
+            print("kept", target.name, "(exists)")
+            continue
+        target.write_bytes(gzip.decompress(g.read_bytes()))
+        print("restored", target.name)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default=str(results_dir() / "runs"))
     ap.add_argument("--out", default=str(results_dir() / "bench" / "pgakv_table2.md"))
+    ap.add_argument("--save", action="store_true", help="gzip results/runs/t2_*.jsonl into results/bench/runs/pgakv_t2/")
+    ap.add_argument("--restore", action="store_true", help="copy the saved runs back to results/runs/ (to resume)")
     args = ap.parse_args()
     runs = Path(args.runs)
+    if args.save or args.restore:
+        save(runs) if args.save else restore(runs)
+        return 0
     rows, lines = {}, []
     for s in SETS:
         for m in METHODS:

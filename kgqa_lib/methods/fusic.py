@@ -1,4 +1,4 @@
-"""FuSIC-KBQA: supervised retrievers fused with in-context learning (Mitra et al.).
+"""FuSIC-KBQA: supervised retrievers fused with in-context learning (Patidar et al., 2024).
 
 Stages, one function each (the notebooks show them cell by cell):
 
@@ -84,6 +84,7 @@ PROFILES = {
     "miniworld:freebase": SchemaProfile("freebase-like", (("ns", MW + "fb/"),), type_predicate="ns:type.object.type"),
     "metaqa": SchemaProfile("metaqa", (("r", "http://kgqa.local/metaqa/relation/"),
                                        ("e", "http://kgqa.local/metaqa/entity/"))),
+    "grailqa": SchemaProfile("freebase", (("ns", "http://rdf.freebase.com/ns/"),), type_predicate="ns:type.object.type"),
     "tiny": SchemaProfile("tiny", (("r", "http://kgqa.local/tiny/relation/"), ("e", "http://kgqa.local/tiny/entity/"))),
 }
 
@@ -173,7 +174,8 @@ def _spans(question: str, max_len: int = 7) -> list[tuple[int, int, str]]:
 def link_entities(question: Question, kg, embedder=None, *, oracle: bool = False, topic_iris: Sequence[str] = ()) -> Linking:
     """Question spans → KG entities: the longest spans with an exact or normalised label/alias
     match win (no fuzzy matching: a near-miss link is worse than none for query generation).
-    A one-word span must be capitalised (or a number) to count, so "film" never links to *Film*.
+    A one-word span must be capitalised (or a number), so "film" never links to an entity *Film*;
+    in an all-lower-case question (GrailQA's) a one-word span of four letters or more counts.
     ``oracle``: the gold topic entities (``topic_iris`` when given, else the dataset's labels)."""
     if oracle:
         mentions = []
@@ -188,10 +190,11 @@ def link_entities(question: Question, kg, embedder=None, *, oracle: bool = False
         return Linking(mentions, oracle=True)
     taken: set[int] = set()
     mentions: list[Mention] = []
+    cased = any(ch.isupper() for ch in question.question)
     for i, j, span in _spans(question.question):
         if taken & set(range(i, j)):
             continue
-        if j - i == 1 and not (span[:1].isupper() or span[:1].isdigit()):
+        if j - i == 1 and not (span[:1].isupper() or span[:1].isdigit()) and (cased or len(span) < 4):
             continue
         hits = [iri for iri, score, _ in kg.lookup(span, fuzzy=False) if score >= 0.99]
         if not hits:
@@ -345,6 +348,8 @@ class Gold:
     attr: list[Hop] = field(default_factory=list)  # the compared attribute's relation(s)
     types: list[str] = field(default_factory=list)  # classes of the gold answers
     kind_order: str = "max"  # compare questions: the larger (max) or the smaller (min) wins
+    given_sparql: str = ""  # the dataset's own logical forms (GrailQA), used as they are
+    given_sexpr: str = ""
     at: tuple[str, str] | None = None  # value_at: (relation on the intermediate node, year)
 
     @property
@@ -356,6 +361,8 @@ class Gold:
 
     def sparql(self, profile: SchemaProfile) -> str:
         """A compact gold query in the style the LLM is asked to write."""
+        if self.given_sparql:
+            return self.given_sparql
         if self.kind == "compare":
             vals = " ".join(profile.compact(t) for t in self.topics)
             return f"SELECT ?x WHERE {{ VALUES ?x {{ {vals} }} {path_pattern('?x', self.attr, profile, '?value')} }} " \
@@ -374,6 +381,8 @@ class Gold:
 
     def sexpr(self, profile: SchemaProfile) -> str:
         """The same logical form as a GrailQA s-expression."""
+        if self.given_sexpr:
+            return self.given_sexpr
         def chain(seed: str, hops: Sequence[Hop]) -> str:
             expr = seed
             for rel, inv in hops:  # walking rel forward from the set = (JOIN (R rel) set)
@@ -445,6 +454,29 @@ def gold_of(q: Question, kg, kg_name: str) -> Gold | None:
         else:
             attr = _mw_hops([form["attr"]], schema, kg) if form.get("attr") else []
             g = Gold([iri(form["topic"])], _mw_hops(form["path"], schema, kg), form["type"], attr)
+    elif kg_name == "grailqa":
+        from ..grailqa import compact_sparql, with_prefix
+
+        gq = q.metadata["graph_query"]
+        nodes = {n["nid"]: n for n in gq["nodes"]}
+        qn = next(n["nid"] for n in gq["nodes"] if n["question_node"] == 1)
+        topic = next(n for n in gq["nodes"] if n["node_type"] == "entity")
+        # the relation chain from the (first) topic entity to the question node
+        hops, cur, seen = [], topic["nid"], {topic["nid"]}
+        while cur != qn:
+            step = next(((e["relation"], e["end"] if e["start"] == cur else e["start"], e["start"] != cur)
+                         for e in gq["edges"] if cur in (e["start"], e["end"]) and
+                         (e["end"] if e["start"] == cur else e["start"]) not in seen), None)
+            if step is None:
+                break
+            rel, cur, inverse = step
+            seen.add(cur)
+            hops.append((kg.relation_iri(rel), inverse))
+        g = Gold([kg.entity_ns + n["id"] for n in gq["nodes"] if n["node_type"] == "entity"],
+                 hops if cur == qn else [], "count" if q.metadata["function"] == "count" else "path",
+                 given_sparql=compact_sparql(q.gold_query["sparql"]), given_sexpr=with_prefix(q.gold_query["s_expression"]))
+        g.types = [kg.entity_ns + nodes[qn]["class"]]
+        return g
     elif kg_name == "metaqa" or kg_name == "tiny":
         path = [p.strip() for p in q.gold_query.get("path", "").split("/") if p.strip()]
         if not path or not q.topic_entities:
@@ -537,6 +569,12 @@ def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int) -> Reranke
         if c not in chosen:
             chosen.append(c)
     return Reranked(retrieved.retriever, retrieved.aspect, chosen, picked, r.text, err, True)
+
+
+def trim(reranked: Sequence[Reranked], sizes: dict[str, int]) -> list[Reranked]:
+    """Each re-ranked list cut to its context size (see :func:`context_sizes`)."""
+    return [Reranked(r.retriever, r.aspect, r.items[:sizes[r.aspect]], r.picked, r.response, r.error, r.called)
+            for r in reranked]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -663,6 +701,40 @@ def _unknown_terms(query: str, kg, profile: SchemaProfile) -> list[str]:
     return unknown
 
 
+_PATTERN_SPLIT = re.compile(r"\s\.\s|\s\.$|;")
+
+
+def _exists(kg, s: str, p: str, o: str) -> bool:
+    try:
+        return bool(kg.sparql(f"ASK {{ {s} {p} {o} }}", timeout=5).boolean)
+    except Exception:  # noqa: BLE001 - a diagnosis is best effort
+        return True
+
+
+def diagnose_empty(sparql: str, kg, profile: SchemaProfile) -> str:
+    """Why did a query return nothing? Each triple pattern with a fixed entity is tried alone;
+    one that matches nothing — but would the other way round — is named, with the fix. (The
+    small model's most frequent mistake here is walking a relation backwards.)"""
+    body = sparql[sparql.find("{") + 1: sparql.rfind("}")] if "{" in sparql else ""
+    body = re.sub(r"FILTER\s*\((?:[^()]|\([^()]*\))*\)", " ", body, flags=re.I)
+    body = re.sub(r"VALUES\s+\?\w+\s*\{[^}]*\}", " ", body, flags=re.I)
+    for part in _PATTERN_SPLIT.split(body.replace("{", " ").replace("}", " ")):
+        toks = part.split()
+        if len(toks) != 3 or not toks[1].startswith("<"):
+            continue
+        subj, rel, obj = toks
+        s_fixed, o_fixed = subj.startswith("<"), obj.startswith("<")
+        if s_fixed == o_fixed:
+            continue
+        if not _exists(kg, subj if s_fixed else "?s", rel, obj if o_fixed else "?o"):
+            shown = " ".join(profile.compact(t[1:-1]) if t.startswith("<") else t for t in toks)
+            if _exists(kg, obj if o_fixed else "?s", rel, subj if s_fixed else "?o"):
+                fixed = " ".join(profile.compact(t[1:-1]) if t.startswith("<") else t for t in (obj, rel, subj))
+                return f" The pattern `{shown}` matches nothing; the KB has it the other way round: `{fixed}`."
+            return f" The pattern `{shown}` matches nothing in the KB."
+    return " Each pattern matches something on its own, but not together: check how the variables join."
+
+
 def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sparql", max_answers: int = 100,
                   timeout: float = 10.0, exclude: Sequence[str] = ()) -> Execution:
     """Run the LLM's query read-only with a timeout and a row cap; map IRIs to labels.
@@ -700,7 +772,7 @@ def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sp
     if form == "ASK":
         return Execution(query, sparql, "ok", ["yes" if res.boolean else "no"], 1)
     if not res.rows or not res.vars:
-        return Execution(query, sparql, "empty", message="The query returned no results.")
+        return Execution(query, sparql, "empty", message="The query returned no results." + diagnose_empty(sparql, kg, profile))
     var = res.vars[0]
     values = [row[var] for row in res.rows if var in row]
     if any(v not in exclude for v in values):
@@ -727,6 +799,7 @@ DOMAINS = {
     "mw-cinema": ("miniworld", ("simple", "multihop"), ("p_", "f_")),
     "mw-all": ("miniworld", ("simple", "multihop"), ("g_", "t_", "p_", "f_")),
     "metaqa": ("metaqa", ("1hop", "2hop"), ()),
+    "grailqa": ("grailqa", ("dev",), ()),
 }
 TASKS = {
     # the default pair in the notebooks: different domains AND different schemas, all our own data
@@ -735,6 +808,9 @@ TASKS = {
     # with KGQA_DATA_DIR (MetaQA dev): benchmark only, never committed
     "metaqa>cinema-fb": ("metaqa", "mw-cinema@freebase"),
     "mw-wd>metaqa": ("mw-all@wikidata", "metaqa"),
+    # GrailQA (KGQA_DATA_DIR): real Freebase relation names on answer-bearing slices
+    "grailqa>cinema-fb": ("grailqa", "mw-cinema@freebase"),
+    "cinema-fb>grailqa": ("mw-cinema@freebase", "grailqa"),
 }
 SHOT_POOL = 10  # target questions reserved for few-shot use, whatever the number of shots
 
@@ -748,6 +824,14 @@ class Domain:
     questions: list[Question]
     source_files: list = field(default_factory=list)  # question files (decides whether transcripts are kept)
 
+    def kg_for(self, q: Question):
+        """The KG a question is asked against: the domain's, or (GrailQA) the question's own slice."""
+        if self.kg_name == "grailqa":
+            from ..grailqa import slice_kg
+
+            return slice_kg(q.qid)
+        return self.kg
+
     def gold(self, q: Question) -> Gold | None:
         return gold_of(q, self.kg, self.kg_name)
 
@@ -760,6 +844,9 @@ def _domain_questions(name: str, metaqa_n: int, seed: int) -> tuple[list[Questio
     for s in sets:
         if name == "metaqa":
             ds = load_dataset(f"metaqa:{s}:dev", sample=metaqa_n // len(sets), seed=seed)
+            qs += list(ds)
+        elif name == "grailqa":
+            ds = load_dataset("grailqa:dev")
             qs += list(ds)
         else:
             ds = load_dataset(f"miniworld:{s}")
@@ -823,13 +910,14 @@ def _gold_candidates(cands: Candidates, gold: Gold) -> dict[str, set[int]]:
             "type": {i for i, c in enumerate(cands.types) if c.key in set(gold.types)}}
 
 
-def answer_types(domain: Domain, gold: Gold) -> list[str]:
+def answer_types(domain: Domain, gold: Gold, kg=None) -> list[str]:
     """Classes of the entities the gold path reaches."""
     tp = _type_iri(domain.profile)
+    kg = kg or domain.kg
     if not tp or not gold.hops:
         return []
-    reached = _follow(domain.kg, gold.topics[0], gold.hops)
-    counts = Counter(t for x in reached[:20] if "://" in x for t in domain.kg.objects(x, tp))
+    reached = _follow(kg, gold.topics[0], gold.hops)
+    counts = Counter(t for x in reached[:20] if "://" in x for t in kg.objects(x, tp))
     return [t for t, _ in counts.most_common(2)]
 
 
@@ -847,11 +935,12 @@ class Prepared:
 
 
 def prepare(q: Question, domain: Domain, embedder=None, oracle: bool = False) -> Prepared:
+    kg = domain.kg_for(q)
     gold = domain.gold(q)
     if gold is not None:
-        gold.types = answer_types(domain, gold)
-    linking = link_entities(q, domain.kg, embedder, oracle=oracle, topic_iris=gold.topics if (oracle and gold) else ())
-    return Prepared(q, linking, enumerate_candidates(domain.kg, linking, domain.profile), gold)
+        gold.types = gold.types or answer_types(domain, gold, kg)
+    linking = link_entities(q, kg, embedder, oracle=oracle, topic_iris=gold.topics if (oracle and gold) else ())
+    return Prepared(q, linking, enumerate_candidates(kg, linking, domain.profile), gold)
 
 
 def training_examples(prepared: Sequence[Prepared], negatives: int = 8, seed: int = 0) -> list:
@@ -957,6 +1046,38 @@ def context_sizes(n_retrievers: int) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Retrieval recall (the paper's Table 7)
+# ---------------------------------------------------------------------------------------------
+def retrieval_recall(q: Question, task: Task, retrievers: Sequence[Any], ctx: Context, K: int = 10,
+                     rerank_with_llm: bool = True) -> list[dict[str, Any]]:
+    """For each retriever and aspect of one question: are *all* its gold KB elements among the
+    candidates, the retriever's top K, the LLM's re-ranked top k, and the (shorter) final context?
+    Aspects without a gold element (no class for a literal answer, no path for a comparison) are
+    left out."""
+    dom = task.target
+    gold = dom.gold(q)
+    if gold is None:
+        return []
+    kg = dom.kg_for(q)
+    gold.types = gold.types or answer_types(dom, gold, kg)
+    wanted = {"path": {gold.path_key()} - {None}, "relation": gold.relations, "type": set(gold.types)}
+    linking = link_entities(q, kg, ctx.embedder)
+    cands = enumerate_candidates(kg, linking, dom.profile)
+    sizes = context_sizes(len(retrievers))
+    rows = []
+    for r in retrieve(q.question, cands, retrievers, K):
+        want = wanted[r.aspect]
+        if not want:
+            continue
+        have = lambda items: want <= {c.key for c in items}  # noqa: E731
+        ranked = rerank(q.question, r, ctx, RERANK_K[r.aspect]).items if rerank_with_llm else [c for c, _ in r.items]
+        rows.append({"qid": q.qid, "retriever": r.retriever, "aspect": r.aspect,
+                     "in candidates": have(cands.aspect(r.aspect)), "in top K": have([c for c, _ in r.items]),
+                     "after re-ranking": have(ranked[:RERANK_K[r.aspect]]), "in context": have(ranked[:sizes[r.aspect]])})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 # The pipeline
 # ---------------------------------------------------------------------------------------------
 @dataclass
@@ -992,7 +1113,9 @@ def egf_loop(messages: list[dict[str, str]], kg, profile: SchemaProfile, ctx: Co
         attempts.append(Attempt(rnd, text, ex))
         if ex.ok:
             break
-        dialogue += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback_message(ex, language)}]
+        repeated = any(a.execution.query.strip() == ex.query.strip() for a in attempts[:-1]) and ex.query.strip()
+        note = "You wrote the same query as before. " if repeated else ""
+        dialogue += [{"role": "assistant", "content": text}, {"role": "user", "content": note + feedback_message(ex, language)}]
     return attempts
 
 
@@ -1012,27 +1135,26 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
     s = settings_of(ctx)
     task = get_task(s["task"], ctx.seed)
     dom = task.target
+    kg = dom.kg_for(q)
     tr = Tracer()
     embedder = ctx.embedder
-    linking = tr.record("link_entities", link_entities, q, dom.kg, embedder, oracle=s["oracle_linking"],
+    linking = tr.record("link_entities", link_entities, q, kg, embedder, oracle=s["oracle_linking"],
                         topic_iris=(dom.gold(q).topics if s["oracle_linking"] and dom.gold(q) else ()))
-    cands = tr.record("enumerate_candidates", enumerate_candidates, dom.kg, linking, dom.profile)
+    cands = tr.record("enumerate_candidates", enumerate_candidates, kg, linking, dom.profile)
     retrievers = make_retrievers(s["retrievers"], s["task"], s["shots"], ctx.seed)
     sizes = context_sizes(len(retrievers))
     retrieved = tr.record("retrieve", retrieve, q.question, cands, retrievers, s["K"])
-    contexts = []
-    for r in retrieved:
-        if s["rerank"]:  # re-rank to a fixed k (shared by every configuration), then cut to the context size
-            rr = tr.record(f"rerank:{r.retriever}:{r.aspect}", rerank, q.question, r, ctx, RERANK_K[r.aspect])
-            contexts.append(Reranked(rr.retriever, rr.aspect, rr.items[:sizes[r.aspect]], rr.picked, rr.response,
-                                     rr.error, rr.called))
-        else:
-            contexts.append(Reranked(r.retriever, r.aspect, [c for c, _ in r.items[:sizes[r.aspect]]], []))
+    if s["rerank"]:  # re-rank to a fixed k (shared by every configuration), then cut to the context size
+        ranked = [tr.record(f"rerank:{r.retriever}:{r.aspect}", rerank, q.question, r, ctx, RERANK_K[r.aspect])
+                  for r in retrieved]
+    else:
+        ranked = [Reranked(r.retriever, r.aspect, [c for c, _ in r.items], []) for r in retrieved]
+    contexts = trim(ranked, sizes)
     context = context_block(linking, contexts, dom.profile)
     shots = tr.record("exemplars", exemplars_for, q, task, s["shots"], s["language"], retrievers, s["exemplars"],
                       sizes, embedder)
     messages = build_messages(q.question, context, shots, s["language"], dom.profile)
-    attempts = tr.record("generate_and_execute", egf_loop, messages, dom.kg, dom.profile, ctx, s["language"],
+    attempts = tr.record("generate_and_execute", egf_loop, messages, kg, dom.profile, ctx, s["language"],
                          s["egf_rounds"], linking.entities)
     final = attempts[-1].execution
     error = None if final.ok else f"query_{final.status}"

@@ -146,3 +146,24 @@ def test_a_hit_made_without_transcripts_is_transcribed_when_recording(tmp_path):
     again = LLM(None, "echo", LLMCache(tmp_path / "other.sqlite", transcripts=tmp_path / "tr"), "auto")
     again.chat("explored")
     assert len(tr.read_text().splitlines()) == 1
+
+
+def test_a_reverted_transcript_is_refilled_by_the_next_recording(tmp_path):
+    """`git checkout data/llm_cache` drops entries the SQLite cache still holds; a recording run
+    must append them again, or the committed notebooks would not replay."""
+    import os
+
+    llm, b = make(tmp_path)
+    llm.chat("kept")
+    tr = tmp_path / "tr" / "echo.jsonl"
+    first = tr.read_text()
+    llm.chat("dropped later")
+    tr.write_text(first)  # the revert
+    os.utime(tr, (1, 1))
+    rec = LLM(None, "echo", LLMCache(tmp_path / "c.sqlite", transcripts=tmp_path / "tr"), "auto")
+    rec.chat("dropped later")
+    rec.chat("kept")
+    lines = tr.read_text().splitlines()
+    assert len(lines) == 2 and b.calls == 2
+    fresh = LLM(None, "echo", LLMCache(tmp_path / "new.sqlite", transcripts=tmp_path / "tr"), "replay")
+    assert fresh.chat("dropped later").text.startswith("dropped later#")
