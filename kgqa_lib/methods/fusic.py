@@ -652,7 +652,7 @@ def extract_query(text: str, language: str = "sparql") -> tuple[str, str | None]
 class Execution:
     query: str  # as written by the LLM
     sparql: str  # as executed (prefixes added; converted from an s-expression)
-    status: str  # ok | empty | no_query | parse_error | rejected | unknown_iri | too_many | timeout
+    status: str  # ok | empty | no_query | parse_error | rejected | unknown_prefix | unknown_iri | unanchored | too_many | timeout
     answers: list[str] = field(default_factory=list)
     rows: int = 0
     message: str = ""  # what the LLM is told when status != ok
@@ -684,21 +684,33 @@ def _with_prefixes(query: str, profile: SchemaProfile) -> str:
     return head + sep + body
 
 
-def _unknown_terms(query: str, kg, profile: SchemaProfile) -> list[str]:
-    """Prefixed names or IRIs of our KG's namespaces that the KG has never seen."""
-    prefixes = profile.prefix_map
+_STANDARD = {"rdf", "rdfs", "xsd", "owl", "skos", "schema"}
+
+
+def _unknown_terms(query: str, kg, profile: SchemaProfile) -> tuple[list[str], list[str]]:
+    """(prefixes used but never declared, ids the KG has never seen). The query is the one
+    about to run: our prefixed names are already written out as IRIs; a prefixed name left is
+    the LLM's own (``foaf:name`` with its own PREFIX line, or ``wdt:P19`` copied from an exemplar
+    of another KB)."""
+    declared = {m.group(1): m.group(2) for m in re.finditer(r"PREFIX\s+(\w*):\s*<([^>]*)>", query, re.I)}
     body = re.sub(r"PREFIX\s+\S+\s*<[^>]*>", "", query, flags=re.I)
-    body = re.sub(r'"[^"]*"', '""', body)
-    unknown = []
-    terms = [(m.group(0), prefixes[m.group(1)] + m.group(2)) for m in _PNAME.finditer(body) if m.group(1) in prefixes]
-    terms += [(m.group(0), m.group(1)) for m in _IRI.finditer(body)
-              if any(m.group(1).startswith(ns) for ns in prefixes.values())]
-    for shown, iri in terms:
-        if iri.startswith(RDFS):
-            continue
-        if not kg.has_term(iri) and shown not in unknown:
-            unknown.append(shown)
-    return unknown
+    body = re.sub(r'"(?:[^"\\]|\\.)*"', '""', body)
+    undeclared, unknown = [], []
+    for m in _PNAME.finditer(body):
+        prefix = m.group(1)
+        if prefix in declared:
+            if prefix not in _STANDARD and not kg.has_term(declared[prefix] + m.group(2)) and m.group(0) not in unknown:
+                unknown.append(m.group(0))
+        elif prefix not in undeclared and prefix not in _STANDARD:
+            undeclared.append(prefix)
+    ours = tuple(ns for _, ns in profile.prefixes)
+    for m in _IRI.finditer(body):
+        iri = m.group(1)
+        if iri.startswith(ours) and not iri.startswith(RDFS) and not kg.has_term(iri):
+            shown = profile.compact(iri)
+            if shown not in unknown:
+                unknown.append(shown)
+    return undeclared, unknown
 
 
 _PATTERN_SPLIT = re.compile(r"\s\.\s|\s\.$|;")
@@ -736,12 +748,13 @@ def diagnose_empty(sparql: str, kg, profile: SchemaProfile) -> str:
 
 
 def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sparql", max_answers: int = 100,
-                  timeout: float = 10.0, exclude: Sequence[str] = ()) -> Execution:
+                  timeout: float = 10.0, exclude: Sequence[str] = (), anchors: Sequence[str] = ()) -> Execution:
     """Run the LLM's query read-only with a timeout and a row cap; map IRIs to labels.
     ``exclude``: the question's own entities, dropped from the answers when others remain (a
     path that walks back to its start, "which other films by the director of X" — the rule
-    MetaQA's gold answers follow). Every failure becomes a status and a message for the
-    feedback round, never an exception."""
+    MetaQA's gold answers follow). ``anchors``: the linked entities; a query that uses none of
+    them answers some other question (status ``unanchored``). Every failure becomes a status and
+    a message for the feedback round, never an exception."""
     if not query.strip():
         return Execution(query, "", "no_query", message="No query was found in your answer.")
     sparql = query
@@ -757,10 +770,19 @@ def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sp
     except Exception as exc:  # noqa: BLE001
         return Execution(query, sparql, "parse_error", message=f"The query does not parse: {str(exc)[:200]}")
     sparql = _with_prefixes(sparql, profile)
-    unknown = _unknown_terms(sparql, kg, profile)
+    undeclared, unknown = _unknown_terms(sparql, kg, profile)
+    if undeclared:
+        ours = ", ".join(f"{p}:" for p, _ in profile.prefixes)
+        return Execution(query, sparql, "unknown_prefix",
+                         message=f"This KB has no prefix {', '.join(p + ':' for p in undeclared)} — its ids are written with "
+                                 f"{ours} as in the context (the examples may come from another KB).")
     if unknown:
         return Execution(query, sparql, "unknown_iri",
                          message=f"These names do not exist in the KB: {', '.join(unknown[:5])}. Use only ids from the context.")
+    if anchors and not any(f"<{a}>" in sparql for a in anchors):
+        named = "; ".join(f"{profile.compact(a)} ({kg.label(a)})" for a in anchors[:3])
+        return Execution(query, sparql, "unanchored",
+                         message=f"The query does not use the question's entity: {named}. Start the query from it.")
     try:
         res = kg.sparql(sparql, timeout=timeout, max_rows=max_answers + 1)
     except QueryTimeout:
@@ -1109,7 +1131,8 @@ def egf_loop(messages: list[dict[str, str]], kg, profile: SchemaProfile, ctx: Co
     for rnd in range(rounds + 1):
         text = generate_query(dialogue, ctx)
         query, _ = extract_query(text, language)
-        ex = execute_query(query, kg, profile, language=language, max_answers=ctx.get("max_answers", 100), exclude=exclude)
+        ex = execute_query(query, kg, profile, language=language, max_answers=ctx.get("max_answers", 100), exclude=exclude,
+                           anchors=exclude)
         attempts.append(Attempt(rnd, text, ex))
         if ex.ok:
             break

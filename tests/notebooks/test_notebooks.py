@@ -18,6 +18,9 @@ SMOKE_PARAMETERS = {
     "12_pgakv_ablations.ipynb": {"N_QUESTIONS": 3, "THRESHOLDS": [0.7], "K_SUBJECTS": [None], "LLM_MODE": "replay"},
     "13_pgakv_kg_sources.ipynb": {"N_PER_SET": 2, "SETS": ["miniworld:simple"], "LLM_MODE": "replay"},
     "14_pgakv_errors.ipynb": {"N_PER_SET": 2, "LLM_MODE": "replay"},
+    "20_fusic_walkthrough.ipynb": {"LLM_MODE": "replay"},
+    "21_fusic_transfer.ipynb": {"N_QUESTIONS": 1, "TASKS": ["geo-wd>cinema-fb"], "SHOTS": [5], "LLM_MODE": "replay"},
+    "22_fusic_ablations.ipynb": {"N_QUESTIONS": 1, "SHOT_SWEEP": [5], "LLM_MODE": "replay"},
 }
 
 

@@ -72,6 +72,15 @@ def test_execution_statuses(fb):
     assert F.execute_query("SELECT ?x WHERE { ?x ?p ?o . }", kg, prof, max_answers=50).status == "too_many"
     assert F.execute_query("SELECT ?x WHERE { ?x ns:type.object.name ", kg, prof).status == "parse_error"
     assert F.execute_query("", kg, prof).status == "no_query"
+    # the failure modes of LangChain's GraphSparqlQAChain on MetaQA, by design:
+    copied = F.execute_query(f"SELECT ?x WHERE {{ ?x wdt:P36 wd:Q1 . }}", kg, prof)  # another KB's prefixes
+    assert copied.status == "unknown_prefix" and "ns:" in copied.message
+    foaf = F.execute_query("PREFIX foaf: <http://xmlns.com/foaf/0.1/>\nSELECT ?n WHERE { ?p foaf:name ?n }", kg, prof)
+    assert foaf.status == "unknown_iri" and "foaf:name" in foaf.message
+    assert F.execute_query("SELECT ?x WHERE { ?x directed_by ?y }", kg, prof).status == "parse_error"  # bare names
+    anchored = F.execute_query("SELECT ?x WHERE { ?x ns:location.country.capital ?c . }", kg, prof,
+                               anchors=[fb.gold(denmark).topics[0]])
+    assert anchored.status == "unanchored" and "Denmark" in anchored.message
     assert F.execute_query("(JOIN (R ns:location.country.capital)", kg, prof, language="sexpr").status == "parse_error"
     ok2 = F.execute_query(f"(JOIN (R ns:location.country.capital) {topic})", kg, prof, language="sexpr")
     assert ok2.answers == ["Copenhagen"]
