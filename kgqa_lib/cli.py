@@ -23,7 +23,7 @@ def _parse_set(items: list[str]) -> dict:
     return out
 
 
-KG_METHODS = {"pgakv", "qsm"}
+KG_METHODS = {"pgakv", "qsm", "keqing"}
 
 
 def default_kg(dataset: str) -> str:
@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .embed import Embedder
         from .kg import load_named
 
-        settings["kg"] = args.kg or default_kg(args.dataset)
+        settings["kg"] = args.kg or ds.kg or default_kg(args.dataset)
         kg, embedder = load_named(settings["kg"]), Embedder()
     elif args.method == "fusic":  # its transfer task names both KGs; the encoder links and picks exemplars
         from .embed import Embedder

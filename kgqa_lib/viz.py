@@ -50,3 +50,37 @@ def draw_triples(ax, triples, title: str = "", highlight=(), color: str = "#4C72
     edge_labels = {(u, v): d["label"] for u, v, d in g.edges(data=True)}
     nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=edge_labels, font_size=6, font_color="#444444")
     return ax
+
+
+def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_layer: int = 7):
+    """A reasoning path as columns: ``layers[i]`` are the entities reached after step ``i``
+    (layer 0: the seeds), ``edges`` are ``(layer, from, to)`` links drawn between neighbouring
+    columns. A column with more entities than ``max_per_layer`` shows a "+N more" box. Entities
+    named in ``highlight`` (the gold answers) are drawn in orange."""
+    import textwrap
+
+    hl = {str(h).lower() for h in highlight}
+    pos: dict[tuple[int, str], tuple[float, float]] = {}
+    for i, layer in enumerate(layers):
+        shown = list(layer)[:max_per_layer]
+        n = len(shown) + (1 if len(layer) > max_per_layer else 0)
+        for j, name in enumerate(shown):
+            y = 1 - (j + 0.5) / max(n, 1)
+            pos[i, str(name)] = (i, y)
+            ax.text(i, y, "\n".join(textwrap.wrap(str(name), 16)), ha="center", va="center", fontsize=7,
+                    bbox={"boxstyle": "round,pad=0.3", "alpha": 0.9,
+                          "facecolor": "#DD8452" if str(name).lower() in hl else "#DCE6F2", "edgecolor": "#4C72B0"})
+        if len(layer) > max_per_layer:
+            ax.text(i, 1 - (n - 0.5) / n, f"+{len(layer) - max_per_layer} more", ha="center", va="center",
+                    fontsize=7, color="#555555")
+        if i < len(titles):
+            ax.text(i, 1.08, "\n".join(textwrap.wrap(str(titles[i]), 26)), ha="center", va="bottom", fontsize=7.5)
+    for i, a, b in edges:
+        if (i, str(a)) in pos and (i + 1, str(b)) in pos:
+            (x0, y0), (x1, y1) = pos[i, str(a)], pos[i + 1, str(b)]
+            ax.annotate("", xy=(x1 - 0.22, y1), xytext=(x0 + 0.22, y0),
+                        arrowprops={"arrowstyle": "->", "color": "#888888", "lw": 0.8})
+    ax.set_xlim(-0.5, len(layers) - 0.5)
+    ax.set_ylim(-0.05, 1.25)
+    ax.axis("off")
+    return ax

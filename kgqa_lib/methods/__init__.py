@@ -1,4 +1,4 @@
-"""Methods: one module per paper (``baselines``, ``pgakv``, ``fusic``, later ``keqing``).
+"""Methods: one module per paper (``baselines``, ``pgakv``, ``fusic``, ``keqing``).
 
 Each method is a pipeline of named stages; :func:`get_method` resolves a name such as ``io``."""
 
@@ -8,5 +8,6 @@ from .base import Context, MethodResult, Stage, get_method, method_names, regist
 from . import baselines  # noqa: F401  (registers io, cot)
 from . import pgakv  # noqa: F401  (registers pgakv, sc, qsm)
 from . import fusic  # noqa: F401  (registers fusic)
+from . import keqing  # noqa: F401  (registers keqing)
 
 __all__ = ["Context", "MethodResult", "Stage", "get_method", "method_names", "register_method"]

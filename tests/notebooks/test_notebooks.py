@@ -21,6 +21,9 @@ SMOKE_PARAMETERS = {
     "20_fusic_walkthrough.ipynb": {"LLM_MODE": "replay"},
     "21_fusic_transfer.ipynb": {"N_QUESTIONS": 1, "TASKS": ["geo-wd>cinema-fb"], "SHOTS": [5], "LLM_MODE": "replay"},
     "22_fusic_ablations.ipynb": {"N_QUESTIONS": 1, "SHOT_SWEEP": [5], "LLM_MODE": "replay"},
+    "30_keqing_walkthrough.ipynb": {"LLM_MODE": "replay"},
+    "31_keqing_results.ipynb": {"N_PER_HOP": 1, "METHODS": ["io", "keqing"], "LLM_MODE": "replay"},
+    "32_keqing_ablations.ipynb": {"N_PER_HOP": 1, "K_SWEEP": [1, 2], "LLM_MODE": "replay"},
 }
 
 

@@ -1,0 +1,712 @@
+"""Keqing (Wang et al., 2023): knowledge-based QA as a chain of thought the KG guides.
+
+Stages, one function each (the notebooks show them cell by cell):
+
+1. :func:`decompose` — the LLM turns the question into a JSON list of templated sub-questions
+   (``question`` with ``[mask]``, ``id``, ``dep``, ``seed_entities``: names or ``<ANSWER>-k``),
+   few-shot, with exemplars picked from a training pool by embedding similarity. The output is
+   parsed defensively (:func:`parse_decomposition` repairs what it can and names what it could not).
+2. :func:`build_template_bank` — question templates from the pool's one-hop questions, each with
+   the logical chain (relation path) that answers it: every chain is assigned to the template its
+   questions use most often, and the mapping is inverted (template → chains).
+3. :func:`match_templates` — top-K templates per sub-question by cosine similarity → candidate chains.
+4. :func:`retrieve_candidates` — the chains executed on the KG from the sub-question's seeds →
+   candidate triples grouped by chain. The question's topic entity is never an answer of any hop
+   (MetaQA's convention, also when a chain returns to its start).
+5. :func:`reason` — the LLM picks the answers of each sub-question from the verbalised
+   candidates; answers flow into the sub-questions that depend on them.
+6. :func:`respond` — the LLM summarises the execution log into an answer that shows the path.
+
+Pools and splits: MetaQA has no train split here, so dev is split by line number — every tenth
+line is the pool (templates and exemplars), the rest is what we evaluate (``keqing:metaqa:Nhop``).
+The mini-world ``templated`` set is split the same way per template (the first two questions of
+each template are the pool); its one-hop pool does not cover every relation the multi-hop
+questions need, so our own sub-question phrasings (``data/keqing/seed_templates.jsonl``) join
+the bank there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..datasets import Dataset, Question, load_dataset
+from ..embed import cosine_topk
+from ..parse import clean_text, extract_braced_answers
+from ..paths import data_dir
+from ..prompting import load_prompt
+from .base import Context, MethodResult, Tracer, register_method
+
+MASK = "[mask]"
+_ANSWER_REF = re.compile(r"<\s*answer\s*>\s*-?\s*(\d+)", re.I)
+
+
+# --------------------------------------------------------------------------------------------
+# Pools, splits and the template bank
+# --------------------------------------------------------------------------------------------
+def mask_question(raw: str) -> str:
+    """``what movies did [Nolan] direct`` → ``what movies did [mask] direct`` (lower case, no ``?``)."""
+    text = re.sub(r"\[[^\]]+\]", MASK, raw.strip())
+    return re.sub(r"\s+", " ", text).rstrip(" ?").lower()
+
+
+def gold_chain(q: Question) -> tuple[str, ...]:
+    """The question's gold relation path, ``('^directed_by', 'in_language')``."""
+    path = q.gold_query.get("path", "")
+    return tuple(p.strip() for p in path.split("/") if p.strip())
+
+
+def _in_pool(i: int) -> bool:
+    return i % 10 == 0
+
+
+@lru_cache(maxsize=4)
+def _metaqa_split(hops: int) -> tuple[tuple[Question, ...], tuple[Question, ...]]:
+    ds = load_dataset(f"metaqa:{hops}hop:dev")
+    pool = tuple(q for i, q in enumerate(ds.questions) if _in_pool(i))
+    test = tuple(q for i, q in enumerate(ds.questions) if not _in_pool(i))
+    return pool, test
+
+
+@lru_cache(maxsize=1)
+def _miniworld_split() -> tuple[tuple[Question, ...], tuple[Question, ...]]:
+    ds = load_dataset("miniworld:templated")
+    seen: Counter = Counter()
+    pool, test = [], []
+    for q in ds.questions:
+        t = q.metadata.get("template", "")
+        (pool if seen[t] < 2 else test).append(q)
+        seen[t] += 1
+    return tuple(pool), tuple(test)
+
+
+def keqing_dataset(source: str = "miniworld", part: str | None = None) -> Dataset:
+    """``keqing:miniworld`` (the templated test questions) or ``keqing:metaqa:2hop`` (MetaQA dev
+    without the pool lines; add ``--sample 200``). ``...:pool`` gives the pool instead."""
+    want_pool = part == "pool"
+    if source == "miniworld":
+        pool, test = _miniworld_split()
+        return Dataset(f"keqing:miniworld{':pool' if want_pool else ''}", list(pool if want_pool else test),
+                       kg="miniworld", source_files=list(load_dataset("miniworld:templated").source_files))
+    if source == "metaqa":
+        if part is None or part == "pool":
+            raise ValueError("use keqing:metaqa:1hop, :2hop or :3hop")
+        pool, test = _metaqa_split(int(str(part).rstrip("hop")))
+        ds = load_dataset(f"metaqa:{part}:dev")
+        return Dataset(f"keqing:metaqa:{part}", list(test), kg="metaqa", source_files=ds.source_files)
+    raise ValueError(f"Unknown Keqing source {source!r}: 'miniworld' or 'metaqa'")
+
+
+def pool_for(kg_name: str) -> list[Question]:
+    """The training pool of a KG's questions: exemplars and templates come from here only."""
+    if kg_name == "metaqa":
+        return [q for h in (1, 2, 3) for q in _metaqa_split(h)[0]]
+    return list(_miniworld_split()[0])
+
+
+@dataclass(frozen=True)
+class Template:
+    text: str  # "what movies did [mask] direct"
+    chains: tuple[tuple[str, ...], ...]  # the logical chains assigned to it, most frequent first
+    count: int  # pool questions behind it
+    source: str = "pool"  # "pool" (masked pool questions) or "seed" (our own phrasings)
+
+
+@dataclass
+class TemplateBank:
+    templates: list[Template]
+    canonical: dict[tuple[str, ...], str]  # chain → its most frequent template
+    vectors: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.templates)
+
+    def chain_names(self) -> list[tuple[str, ...]]:
+        return sorted(self.canonical)
+
+
+def seed_templates() -> list[tuple[str, tuple[str, ...]]]:
+    rows = (data_dir() / "keqing" / "seed_templates.jsonl").read_text(encoding="utf-8").splitlines()
+    return [(d["text"], tuple(d["chain"])) for d in map(json.loads, filter(str.strip, rows))]
+
+
+def build_template_bank(pool: Sequence[Question], *, phrasings: str = "all", seeds: bool = False) -> TemplateBank:
+    """Templates from the pool's one-hop questions, each with the chains that answer it.
+
+    Counting (template, chain) pairs over the pool, every chain is assigned to the template its
+    questions use most often; inverting gives template → chains. With ``phrasings="all"`` the other
+    phrasings of a chain stay in the bank too, each with the chain its questions use most (MetaQA
+    words one relation in several ways: "who directed [mask]", "[mask] was directed by who");
+    ``"canonical"`` keeps one template per chain, literally as the paper describes. ``seeds`` adds
+    our own phrasings for every relation direction (``data/keqing/seed_templates.jsonl``)."""
+    pair: Counter = Counter()
+    for q in pool:
+        chain = gold_chain(q)
+        raw = q.metadata.get("raw", "")
+        if len(chain) == 1 and "[" in raw:
+            pair[(mask_question(raw), chain)] += 1
+    if seeds:
+        for text, chain in seed_templates():
+            pair.setdefault((text, chain), 0)
+    by_chain: dict[tuple[str, ...], Counter] = defaultdict(Counter)
+    by_text: dict[str, Counter] = defaultdict(Counter)
+    for (text, chain), n in pair.items():
+        by_chain[chain][text] += n
+        by_text[text][chain] += n
+    canonical = {c: max(texts.items(), key=lambda kv: (kv[1], -len(kv[0]), kv[0]))[0] for c, texts in by_chain.items()}
+    assigned: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+    for c, t in canonical.items():  # each chain → its most frequent template, inverted
+        assigned[t].append(c)
+    templates = []
+    seed_texts = {t for t, _ in seed_templates()} if seeds else set()
+    for text, chains in sorted(by_text.items()):
+        own = assigned.get(text)
+        if own is None:
+            if phrasings == "canonical":
+                continue
+            own = [max(chains.items(), key=lambda kv: (kv[1], kv[0]))[0]]
+        own = sorted(own, key=lambda c: -chains[c])
+        templates.append(Template(text, tuple(own), sum(chains.values()),
+                                  "seed" if text in seed_texts and sum(chains.values()) == 0 else "pool"))
+    return TemplateBank(templates, canonical)
+
+
+def embed_bank(bank: TemplateBank, embedder) -> TemplateBank:
+    if bank.vectors is None:
+        bank.vectors = embedder.encode([t.text for t in bank.templates])
+    return bank
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: decomposition
+# --------------------------------------------------------------------------------------------
+@dataclass
+class SubQuestion:
+    id: int
+    question: str  # templated, "[mask]" for the seed
+    dep: list[int]  # ids it depends on ([] for none; the prompt writes -1)
+    seed_entities: list[str]  # names, or "<ANSWER>-k"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "id": self.id, "dep": self.dep or [-1], "seed_entities": self.seed_entities}
+
+
+@dataclass
+class Decomposition:
+    text: str  # the LLM's raw output
+    subquestions: list[SubQuestion]
+    error: str | None = None  # "no_json", "bad_json_repaired", "bad_item", "fallback", ...
+    exemplars: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "subquestions": [s.as_dict() for s in self.subquestions], "error": self.error,
+                "exemplars": self.exemplars}
+
+
+def gold_decomposition(q: Question, bank: TemplateBank) -> list[SubQuestion] | None:
+    """The decomposition a pool question should get: one sub-question per hop, worded with the
+    canonical template of that hop's relation, each depending on the previous one."""
+    chain = gold_chain(q)
+    if not chain or any((c,) not in bank.canonical for c in chain):
+        return None
+    topic = q.topic_entities[0] if q.topic_entities else ""
+    return [SubQuestion(i, bank.canonical[(c,)], [i - 1] if i else [], [f"<ANSWER>-{i - 1}"] if i else [topic])
+            for i, c in enumerate(chain)]
+
+
+def format_decomposition(subs: Sequence[SubQuestion]) -> str:
+    return json.dumps([s.as_dict() for s in subs], ensure_ascii=False)
+
+
+def question_template(q: Question) -> str:
+    """The question with its topic entity masked: similarity should follow the question's shape,
+    not its entity (otherwise "films starring Tom Hardy" finds questions about other actors' films
+    rather than other three-hop questions)."""
+    raw = q.metadata.get("raw", "")
+    if "[" in raw:
+        return mask_question(raw)
+    text = q.question
+    for t in q.topic_entities:
+        text = re.sub(re.escape(t), MASK, text, flags=re.I)
+    return re.sub(r"\s+", " ", text).strip().rstrip(" ?").lower()
+
+
+def select_exemplars(q: Question, pool: Sequence[Question], bank: TemplateBank, embedder, n: int = 4,
+                     by: str = "embedding") -> list[tuple[Question, list[SubQuestion]]]:
+    """``n`` pool questions (with their gold decompositions) to show as worked examples: the most
+    similar ones (``by="embedding"``) or a fixed spread over hops (``by="fixed"``)."""
+    usable = [(p, d) for p in pool if p.qid != q.qid and (d := gold_decomposition(p, bank))]
+    if not usable or n <= 0:
+        return []
+    if by == "fixed":
+        by_hops: dict[int, list] = defaultdict(list)
+        for p, d in usable:
+            by_hops[len(d)].append((p, d))
+        out, i = [], 0
+        while len(out) < n and any(by_hops.values()):
+            for h in sorted(by_hops):
+                if by_hops[h] and len(out) < n:
+                    out.append(by_hops[h].pop(0))
+            i += 1
+        return out
+    vecs = embedder.encode([question_template(p) for p, _ in usable])
+    idx, _ = cosine_topk(embedder.encode([question_template(q)])[0], vecs, n)
+    return [usable[i] for i in reversed(idx.tolist())]  # most similar last, next to the question
+
+
+def decompose(q: Question, ctx: Context, exemplars: Sequence[tuple[Question, list[SubQuestion]]],
+              max_tokens: int = 300) -> Decomposition:
+    """Ask the LLM for the sub-questions (few-shot, exemplars as earlier turns)."""
+    prompt = load_prompt("keqing_decompose")
+    messages = [{"role": "system", "content": prompt.system}]
+    for p, d in exemplars:
+        messages += [{"role": "user", "content": prompt.render(question=p.question)},
+                     {"role": "assistant", "content": format_decomposition(d)}]
+    messages.append({"role": "user", "content": prompt.render(question=q.question)})
+    r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=ctx.seed)
+    dec = parse_decomposition(r.text, q)
+    dec.exemplars = [p.question for p, _ in exemplars]
+    return dec
+
+
+def _loads_lenient(text: str) -> tuple[Any, bool]:
+    try:
+        return json.loads(text), False
+    except (json.JSONDecodeError, ValueError):
+        pass
+    fixed = re.sub(r",\s*([\]}])", r"\1", text)  # trailing commas
+    fixed = re.sub(r"(?<![\w\\])'([^'\n]*)'", r'"\1"', fixed)  # single-quoted strings
+    fixed = re.sub(r"\bNone\b", "null", fixed)
+    try:
+        return json.loads(fixed), True
+    except (json.JSONDecodeError, ValueError):
+        return None, True
+
+
+def _as_int_list(v: Any) -> list[int]:
+    vals = v if isinstance(v, list) else [v]
+    out = []
+    for x in vals:
+        try:
+            i = int(str(x).strip())
+        except ValueError:
+            continue
+        if i >= 0:
+            out.append(i)
+    return out
+
+
+def parse_decomposition(text: object, q: Question | None = None) -> Decomposition:
+    """The sub-questions in the LLM's output. Never raises: broken JSON is repaired where it can
+    be (trailing commas, single quotes, objects outside a list), items without a question are
+    dropped (``bad_item``), and with nothing usable the whole question becomes one sub-question
+    seeded with the topic entities (``fallback``)."""
+    raw = clean_text(text)
+    error = None
+    start, end = raw.find("["), raw.rfind("]")
+    data = None
+    if start >= 0 and end > start:
+        data, repaired = _loads_lenient(raw[start:end + 1])
+        if repaired and data is not None:
+            error = "bad_json_repaired"
+    if not isinstance(data, list):  # objects one by one
+        objs = []
+        for m in re.finditer(r"\{[^{}]*\}", raw):
+            d, _ = _loads_lenient(m.group(0))
+            if isinstance(d, dict):
+                objs.append(d)
+        data = objs
+        error = "bad_json_repaired" if objs else "no_json"
+    subs: list[SubQuestion] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict) or not str(item.get("question", "")).strip():
+            error = error or "bad_item"
+            continue
+        sid = _as_int_list(item.get("id", i))
+        seeds = item.get("seed_entities", item.get("seeds", []))
+        seeds = [str(s).strip() for s in (seeds if isinstance(seeds, list) else [seeds]) if str(s).strip()]
+        subs.append(SubQuestion(sid[0] if sid else i, str(item["question"]).strip(), _as_int_list(item.get("dep", [])), seeds))
+    ids = [s.id for s in subs]
+    if len(set(ids)) != len(ids):  # renumber in order, keep the references that still make sense
+        subs = [SubQuestion(i, s.question, [d for d in s.dep if d < i], s.seed_entities) for i, s in enumerate(subs)]
+        error = error or "bad_ids"
+    if not subs:
+        topic = list(q.topic_entities) if q else []
+        masked = q.question if q else ""
+        for t in topic:
+            masked = re.sub(re.escape(t), MASK, masked, flags=re.I)
+        subs = [SubQuestion(0, masked, [], topic)]
+        error = "fallback" if error in (None, "no_json") else error
+        error = "fallback"
+    return Decomposition(raw, subs, error)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 3: template matching
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Match:
+    subquestion: int
+    text: str  # what was embedded (seed names masked)
+    templates: list[tuple[str, float]]  # top-K (template, cosine)
+    chains: list[tuple[str, ...]]  # candidate chains, in template order, deduplicated
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"subquestion": self.subquestion, "text": self.text,
+                "templates": [[t, round(float(s), 4)] for t, s in self.templates],
+                "chains": [list(c) for c in self.chains]}
+
+
+def masked_text(sub: SubQuestion) -> str:
+    """The sub-question as a template: seed names replaced by ``[mask]`` (the model may write them in)."""
+    text = sub.question
+    for s in sub.seed_entities:
+        if s and not _ANSWER_REF.search(s):
+            text = re.sub(re.escape(s), MASK, text, flags=re.I)
+    text = _ANSWER_REF.sub(MASK, text)
+    return re.sub(r"\s+", " ", text).strip().rstrip(" ?").lower()
+
+
+def match_templates(subs: Sequence[SubQuestion], bank: TemplateBank, embedder, K: int = 1) -> list[Match]:
+    """The top-K templates of each sub-question by cosine similarity, and their chains."""
+    embed_bank(bank, embedder)
+    texts = [masked_text(s) for s in subs]
+    if not texts:
+        return []
+    idx, scores = cosine_topk(embedder.encode(texts), bank.vectors, max(1, K))
+    out = []
+    for s, t, row, srow in zip(subs, texts, idx, scores):
+        chosen = [(bank.templates[i].text, float(sc)) for i, sc in zip(row.tolist(), srow.tolist())]
+        chains: list[tuple[str, ...]] = []
+        for i in row.tolist():
+            for c in bank.templates[i].chains:
+                if c not in chains:
+                    chains.append(c)
+        out.append(Match(s.id, t, chosen, chains))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 4: knowledge retrieval
+# --------------------------------------------------------------------------------------------
+def relation_path(kg_name: str, chain: Sequence[str]) -> list[str] | None:
+    """A chain in the KG's own relations (the mini-world's are Wikidata-like ``P`` ids); None
+    when the KG has no such relation."""
+    if kg_name.startswith("miniworld"):
+        from ..miniworld import PROPERTIES, schema_path
+
+        if any(c.lstrip("^") not in PROPERTIES for c in chain):
+            return None
+        return schema_path(list(chain), "freebase" if kg_name.endswith("freebase") else "wikidata")
+    return list(chain)
+
+
+@dataclass
+class CandidateGroup:
+    chain: tuple[str, ...]
+    triples: list[tuple[str, str, str]]  # (head label, relation, tail label), one per reached entity
+    tails: list[str]  # reached entity IRIs / literal values, most supported first
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"chain": list(self.chain), "n": len(self.tails), "triples": [list(t) for t in self.triples[:20]]}
+
+
+def link_seed(name: str, kg, topic_hint: Sequence[str] = ()) -> list[str]:
+    """The KG entities a seed name denotes (exact label first; fuzzy only if nothing matches)."""
+    hits = kg.lookup(name, fuzzy=False, limit=5) or kg.lookup(name, fuzzy=True, limit=1)
+    return [iri for iri, _, _ in hits]
+
+
+def _walk(kg, kg_name: str, seed: str, chain: Sequence[str], exclude: set[str]) -> list[tuple[str, str]]:
+    """(entity reached, the entity it was reached from on the last hop); ``exclude`` never appears."""
+    frontier = [(seed, seed)]
+    rels = relation_path(kg_name, chain)
+    if rels is None:
+        return []
+    for rel in rels:
+        nxt: dict[tuple[str, str], None] = {}
+        for node, _ in frontier:
+            for v in kg.follow_path(node, [rel], exclude_seed=True):
+                if v not in exclude:
+                    nxt[(v, node)] = None
+        frontier = list(nxt)
+    return frontier
+
+
+def retrieve_candidates(kg, kg_name: str, seeds: Sequence[str], chains: Sequence[tuple[str, ...]],
+                        exclude: set[str], max_seeds: int = 200) -> list[CandidateGroup]:
+    """Execute each candidate chain from every seed; the topic entity (``exclude``) is never reached."""
+    groups = []
+    for chain in chains:
+        support: Counter = Counter()
+        triples: list[tuple[str, str, str]] = []
+        rel_name = " / ".join(c.replace("_", " ") for c in chain)
+        for seed in list(seeds)[:max_seeds]:
+            for v, src in _walk(kg, kg_name, seed, chain, exclude):
+                if support[v] == 0:
+                    triples.append((_label(kg, src), rel_name, _label(kg, v)))
+                support[v] += 1
+        tails = [v for v, _ in sorted(support.items(), key=lambda kv: (-kv[1], list(support).index(kv[0])))]
+        groups.append(CandidateGroup(tuple(chain), triples, tails))
+    return groups
+
+
+def _label(kg, v: str) -> str:
+    return kg.label(v) if "://" in v else v
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 5: candidate reasoning
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Reasoning:
+    subquestion: int
+    question: str  # the sub-question with its seeds filled in
+    chosen: list[int]  # indices of the chosen candidate groups
+    answers: list[str]  # entity IRIs / values
+    text: str = ""  # the LLM's output ("" when no call was needed)
+    called: bool = False
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"subquestion": self.subquestion, "question": self.question, "chosen": self.chosen,
+                "n_answers": len(self.answers), "text": self.text, "called": self.called, "error": self.error}
+
+
+def fill_mask(template: str, names: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} others" if len(names) > limit else "")
+    return template.replace(MASK, shown or "?") if MASK in template else template
+
+
+def candidates_block(groups: Sequence[CandidateGroup], per_group: int = 6) -> str:
+    lines = []
+    for i, g in enumerate(groups):
+        if not g.tails:
+            continue
+        shown = "; ".join(f"({h} | {r} | {t})" for h, r, t in g.triples[:per_group])
+        more = f" … and {len(g.tails) - per_group} more" if len(g.tails) > per_group else ""
+        lines.append(f"{i + 1}. {shown}{more}")
+    return "\n".join(lines)
+
+
+def reason(sub_text: str, groups: Sequence[CandidateGroup], ctx: Context, sub_id: int = 0,
+           max_tokens: int = 24) -> Reasoning:
+    """The LLM picks which candidate facts answer the sub-question; their entities are its
+    answers. With a single non-empty candidate group there is nothing to choose and no call."""
+    live = [i for i, g in enumerate(groups) if g.tails]
+    if not live:
+        return Reasoning(sub_id, sub_text, [], [], error="no_candidates")
+    if len(live) == 1:
+        return Reasoning(sub_id, sub_text, live, list(groups[live[0]].tails))
+    prompt = load_prompt("keqing_reason")
+    messages = prompt.messages(question=sub_text, candidates=candidates_block(groups))
+    r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=ctx.seed)
+    nums = [int(n) - 1 for n in re.findall(r"\d+", clean_text(r.text))]
+    chosen = [n for n in dict.fromkeys(nums) if n in live]
+    error = None
+    if not chosen:  # unparseable or out of range: take the best-matching template's group
+        chosen, error = [live[0]], "bad_choice"
+    answers = list(dict.fromkeys(v for i in chosen for v in groups[i].tails))
+    return Reasoning(sub_id, sub_text, chosen, answers, r.text, True, error)
+
+
+# --------------------------------------------------------------------------------------------
+# Execution of the whole plan, and stage 6: the response
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Step:
+    sub: SubQuestion
+    seeds: list[str]
+    match: Match
+    groups: list[CandidateGroup]
+    reasoning: Reasoning
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sub": self.sub.as_dict(), "n_seeds": len(self.seeds), "match": self.match.as_dict(),
+                "groups": [g.as_dict() for g in self.groups], "reasoning": self.reasoning.as_dict()}
+
+
+def order_subquestions(subs: Sequence[SubQuestion]) -> list[SubQuestion]:
+    """Dependencies first (a cycle or a dangling reference keeps the written order)."""
+    done: list[SubQuestion] = []
+    pending = list(subs)
+    ids = {s.id for s in subs}
+    while pending:
+        ready = [s for s in pending if all(d in {x.id for x in done} or d not in ids for d in s.dep)]
+        nxt = ready[0] if ready else pending[0]
+        done.append(nxt)
+        pending.remove(nxt)
+    return done
+
+
+def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, ctx: Context, kg_name: str,
+                 K: int = 1) -> tuple[list[Step], str | None]:
+    """Match, retrieve and reason for every sub-question in dependency order."""
+    kg = ctx.kg
+    ordered = order_subquestions(subs)
+    matches = {m.subquestion: m for m in match_templates(ordered, bank, ctx.embedder, K)}
+    answers: dict[int, list[str]] = {}
+    topic: set[str] = set()
+    for t in q.topic_entities:
+        topic.update(link_seed(t, kg))
+    steps: list[Step] = []
+    error = None
+    for s in ordered:
+        seeds: list[str] = []
+        for name in s.seed_entities:
+            ref = _ANSWER_REF.search(name)
+            if ref:
+                seeds += answers.get(int(ref.group(1)), [])
+            else:
+                seeds += link_seed(name, kg)
+        if not s.seed_entities or (not seeds and not any(_ANSWER_REF.search(n) for n in s.seed_entities)):
+            # the model named no usable seed: a first sub-question starts from the topic entity,
+            # a later one from the answers of what it depends on
+            seeds = [v for d in s.dep for v in answers.get(d, [])] or sorted(topic)
+            error = error or "seed_unlinked"
+        seeds = list(dict.fromkeys(seeds))
+        groups = retrieve_candidates(kg, kg_name, seeds, matches[s.id].chains, topic)
+        shown = fill_mask(s.question if MASK in s.question else matches[s.id].text, [_label(kg, v) for v in seeds])
+        r = reason(shown, groups, ctx, s.id)
+        if r.error == "bad_choice":
+            error = error or "bad_choice"
+        answers[s.id] = r.answers
+        steps.append(Step(s, seeds, matches[s.id], groups, r))
+    return steps, error
+
+
+def final_answers(steps: Sequence[Step], kg) -> list[str]:
+    """The answers of the last sub-question, as labels (most supported first)."""
+    if not steps:
+        return []
+    return list(dict.fromkeys(_label(kg, v) for v in steps[-1].reasoning.answers))
+
+
+def execution_log(steps: Sequence[Step], kg, per_step: int = 5) -> str:
+    lines = []
+    for i, st in enumerate(steps, 1):
+        names = [_label(kg, v) for v in st.reasoning.answers]
+        more = f" (+{len(names) - per_step} more)" if len(names) > per_step else ""
+        chain = " / ".join(st.groups[c].chain[0] if len(st.groups[c].chain) == 1 else "/".join(st.groups[c].chain)
+                           for c in st.reasoning.chosen) or "nothing found"
+        lines.append(f"Step {i}: {st.reasoning.question} [{chain}] → {', '.join(names[:per_step]) or 'no answer'}{more}")
+    return "\n".join(lines)
+
+
+def respond(question: str, steps: Sequence[Step], ctx: Context, max_tokens: int = 120) -> str:
+    """The LLM turns the execution log into a short answer that shows the reasoning path."""
+    prompt = load_prompt("keqing_respond")
+    r = ctx.llm.chat(prompt.messages(question=question, log=execution_log(steps, ctx.kg)),
+                     max_tokens=max_tokens, temperature=0.0, seed=ctx.seed)
+    return clean_text(r.text)
+
+
+# --------------------------------------------------------------------------------------------
+# The ablation of Fig. 6: ask for the logical chain directly
+# --------------------------------------------------------------------------------------------
+def parse_chain(text: object, known: Sequence[str]) -> tuple[list[str], str | None]:
+    """``^directed_by, in_language`` → the relations, keeping only known ones (never raises)."""
+    t = clean_text(text)
+    known_set = set(known)
+    found = []
+    for m in re.finditer(r"\^?\s*[a-z_]+", t.lower()):
+        tok = m.group(0).replace(" ", "")
+        if tok.lstrip("^") in known_set:
+            found.append(tok)
+    if not found:
+        return [], "no_chain"
+    return found, None
+
+
+def generate_chain(q: Question, ctx: Context, exemplars: Sequence[tuple[Question, list[SubQuestion]]],
+                   relations: Sequence[str], max_tokens: int = 40) -> tuple[list[str], str, str | None]:
+    prompt = load_prompt("keqing_chain")
+    system = prompt.system.replace("<<relations>>", ", ".join(relations))
+    messages = [{"role": "system", "content": system}]
+    for p, _ in exemplars:
+        messages += [{"role": "user", "content": prompt.render(question=p.question)},
+                     {"role": "assistant", "content": ", ".join(gold_chain(p))}]
+    messages.append({"role": "user", "content": prompt.render(question=q.question)})
+    r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=ctx.seed)
+    chain, err = parse_chain(r.text, relations)
+    return chain, r.text, err
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation helpers
+# --------------------------------------------------------------------------------------------
+def predicted_chain(steps: Sequence[Step]) -> tuple[str, ...]:
+    """The top-1 template chain of each sub-question, concatenated."""
+    out: list[str] = []
+    for st in steps:
+        if st.match.chains:
+            out += list(st.match.chains[0])
+    return tuple(out)
+
+
+def decomposition_correct(q: Question, steps: Sequence[Step]) -> bool:
+    """Decomposition accuracy as in the paper: the sequence of (top-1) templates matches the gold one."""
+    return predicted_chain(steps) == gold_chain(q)
+
+
+@lru_cache(maxsize=4)
+def bank_for(kg_name: str, phrasings: str = "all") -> TemplateBank:
+    """The template bank of a KG's pool (the mini-world's with our phrasings of the relations it has)."""
+    bank = build_template_bank(pool_for(kg_name), phrasings=phrasings, seeds=not kg_name.startswith("metaqa"))
+    usable = [t for t in bank.templates if any(relation_path(kg_name, c) is not None for c in t.chains)]
+    return TemplateBank(usable, {c: t for c, t in bank.canonical.items() if relation_path(kg_name, c) is not None})
+
+
+def settings_of(ctx: Context) -> dict[str, Any]:
+    return {"K": int(ctx.get("K", 1)), "exemplars": int(ctx.get("exemplars", 4)),
+            "select": ctx.get("select", "embedding"), "mode": ctx.get("mode", "decompose"),
+            "phrasings": ctx.get("phrasings", "all"), "respond": _flag(ctx.get("respond", True))}
+
+
+def _flag(v: Any) -> bool:
+    """``--set respond=false`` arrives as the string "false"."""
+    return v.strip().lower() not in ("false", "0", "no", "off", "") if isinstance(v, str) else bool(v)
+
+
+def _kg_name(ctx: Context) -> str:
+    return str(ctx.get("kg", "miniworld"))
+
+
+@register_method("keqing", prompts=("keqing_decompose", "keqing_reason", "keqing_respond", "keqing_chain"))
+def keqing(q: Question, ctx: Context) -> MethodResult:
+    """Keqing. Settings (``--set``): ``K`` (templates per sub-question, 1), ``exemplars`` (4),
+    ``select`` (embedding | fixed), ``mode`` (decompose | chain: Fig. 6's ablation),
+    ``phrasings`` (all | canonical), ``respond`` (summarise with the LLM, true)."""
+    if ctx.kg is None or ctx.embedder is None:
+        raise ValueError("keqing needs a KG and an embedder: run it on a dataset with a KG (keqing:miniworld, "
+                         "keqing:metaqa:1hop)")
+    s = settings_of(ctx)
+    kg_name = _kg_name(ctx)
+    tr = Tracer()
+    bank = bank_for(kg_name, s["phrasings"])
+    pool = pool_for(kg_name)
+    shots = tr.record("select_exemplars", select_exemplars, q, pool, bank, ctx.embedder, s["exemplars"], s["select"])
+    tr.stages[-1].output = [p.question for p, _ in shots]
+    if s["mode"] == "chain":
+        relations = sorted({c.lstrip("^") for chain in bank.canonical for c in chain})
+        chain, text, err = tr.record("generate_chain", generate_chain, q, ctx, shots, relations)
+        topic = {v for t in q.topic_entities for v in link_seed(t, ctx.kg)}
+        groups = retrieve_candidates(ctx.kg, kg_name, sorted(topic), [tuple(chain)], topic) if chain else []
+        answers = list(dict.fromkeys(_label(ctx.kg, v) for g in groups for v in g.tails))
+        tr.stages.append(type(tr.stages[-1])("execute_chain", {"chain": chain, "n_answers": len(answers)}))
+        return MethodResult(answers, text, tr.stages, err or (None if answers else "no_answer"))
+    dec = tr.record("decompose", decompose, q, ctx, shots)
+    steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"])
+    answers = final_answers(steps, ctx.kg)
+    tr.stages.append(type(tr.stages[-1])("decomposition_check", {"predicted_chain": list(predicted_chain(steps)),
+                                                                "gold_chain": list(gold_chain(q)),
+                                                                "correct": decomposition_correct(q, steps)}))
+    response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)
+    error = dec.error if dec.error in ("fallback", "no_json") else (err or (None if answers else "no_answer"))
+    return MethodResult(answers, response, tr.stages, error)

@@ -1,0 +1,220 @@
+"""Keqing: decomposition parsing, the template bank, chain execution, the pipeline with a scripted LLM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kgqa_lib.datasets import Question
+from kgqa_lib.evaluate.metrics import score
+from kgqa_lib.methods import keqing as K
+
+
+def _q(raw="what films did [Steven Spielberg] direct", path="^directed_by", topic="Steven Spielberg"):
+    return Question("x", raw.replace("[", "").replace("]", ""), ["Jaws"], [topic], gold_query={"path": path},
+                    metadata={"raw": raw})
+
+
+# ---- parsing the decomposition -----------------------------------------------------------------
+def test_parse_well_formed():
+    text = ('[{"question": "which films did [mask] direct", "id": 0, "dep": [-1], "seed_entities": ["Steven Spielberg"]},'
+            ' {"question": "what genre is [mask]", "id": 1, "dep": [0], "seed_entities": ["<ANSWER>-0"]}]')
+    d = K.parse_decomposition(text)
+    assert d.error is None
+    assert [(s.id, s.dep, s.seed_entities) for s in d.subquestions] == [(0, [], ["Steven Spielberg"]), (1, [0], ["<ANSWER>-0"])]
+
+
+def test_parse_repairs_and_counts():
+    # prose around it, single quotes, trailing comma, a scalar dep
+    text = "Sure! Here it is:\n[{'question': 'who directed [mask]', 'id': 0, 'dep': -1, 'seed_entities': ['Jaws'],},]\nDone."
+    d = K.parse_decomposition(text)
+    assert d.error == "bad_json_repaired" and d.subquestions[0].question == "who directed [mask]"
+    assert d.subquestions[0].dep == [] and d.subquestions[0].seed_entities == ["Jaws"]
+    # objects without the enclosing list
+    d = K.parse_decomposition('{"question": "who wrote [mask]", "id": 0, "dep": [-1], "seed_entities": ["Heat"]}')
+    assert d.error == "bad_json_repaired" and len(d.subquestions) == 1
+    # an item without a question is dropped and counted
+    d = K.parse_decomposition('[{"id": 0}, {"question": "who wrote [mask]", "id": 1, "dep": [-1], "seed_entities": ["Heat"]}]')
+    assert d.error == "bad_item" and [s.id for s in d.subquestions] == [1]
+    # duplicate ids are renumbered
+    d = K.parse_decomposition('[{"question": "a [mask]", "id": 0, "dep": [-1]}, {"question": "b [mask]", "id": 0, "dep": [0]}]')
+    assert d.error == "bad_ids" and [s.id for s in d.subquestions] == [0, 1] and d.subquestions[1].dep == [0]
+
+
+@pytest.mark.parametrize("garbage", ["", None, "I cannot help with that.", "[1, 2, 3]", "{{{"])
+def test_parse_garbage_falls_back_to_the_question(garbage):
+    q = _q()
+    d = K.parse_decomposition(garbage, q)
+    assert d.error == "fallback"
+    assert d.subquestions[0].seed_entities == ["Steven Spielberg"] and "[mask]" in d.subquestions[0].question
+
+
+def test_parse_chain():
+    assert K.parse_chain("^directed_by, in_language", ["directed_by", "in_language"]) == (["^directed_by", "in_language"], None)
+    assert K.parse_chain("The chain is ^ directed_by then has_genre.", ["directed_by", "has_genre"])[0] == ["^directed_by", "has_genre"]
+    assert K.parse_chain("no idea", ["directed_by"]) == ([], "no_chain")
+
+
+def test_mask_and_masked_text():
+    assert K.mask_question("what movies did [Steven Spielberg] direct?") == "what movies did [mask] direct"
+    sub = K.SubQuestion(0, "Which films did Steven Spielberg direct?", [], ["Steven Spielberg"])
+    assert K.masked_text(sub) == "which films did [mask] direct"
+    sub = K.SubQuestion(1, "what genre is <ANSWER>-0", [0], ["<ANSWER>-0"])
+    assert K.masked_text(sub) == "what genre is [mask]"
+
+
+def test_order_puts_dependencies_first():
+    subs = [K.SubQuestion(1, "b", [0], ["<ANSWER>-0"]), K.SubQuestion(0, "a", [], ["X"])]
+    assert [s.id for s in K.order_subquestions(subs)] == [0, 1]
+    cyclic = [K.SubQuestion(0, "a", [1], []), K.SubQuestion(1, "b", [0], [])]
+    assert [s.id for s in K.order_subquestions(cyclic)] == [0, 1]
+
+
+# ---- the template bank -------------------------------------------------------------------------
+def test_bank_assigns_each_chain_its_most_frequent_template():
+    pool = [_q("what films did [A] direct"), _q("what films did [B] direct"), _q("[C] directed which movies"),
+            _q("who directed [Jaws]", "directed_by", "Jaws"),
+            _q("what films did [D] direct", "^written_by", "D")]  # a noisy label: outvoted
+    bank = K.build_template_bank(pool)
+    assert bank.canonical[("^directed_by",)] == "what films did [mask] direct"
+    by_text = {t.text: t for t in bank.templates}
+    assert by_text["what films did [mask] direct"].chains[0] == ("^directed_by",)
+    assert by_text["[mask] directed which movies"].chains == (("^directed_by",),)
+    canonical = K.build_template_bank(pool, phrasings="canonical")
+    assert "[mask] directed which movies" not in {t.text for t in canonical.templates}
+
+
+def test_miniworld_split_and_bank_cover_every_hop():
+    pool, test = K.pool_for("miniworld"), K.keqing_dataset("miniworld").questions
+    assert pool and test and not ({q.qid for q in pool} & {q.qid for q in test})
+    bank = K.bank_for("miniworld")
+    needed = {(c,) for q in test for c in K.gold_chain(q)}
+    assert needed <= set(bank.canonical), needed - set(bank.canonical)
+    # every pool question gets a gold decomposition (it is what the exemplars show)
+    assert all(K.gold_decomposition(q, bank) for q in pool)
+
+
+def test_gold_chains_reach_the_gold_answers():
+    """Executing the gold chain hop by hop, topic excluded at every hop, gives the gold answers."""
+    from kgqa_lib.kg import load_named
+
+    kg = load_named("miniworld")
+    ds = K.keqing_dataset("miniworld")
+    exact = 0
+    for q in ds.questions:
+        topic = {v for t in q.topic_entities for v in K.link_seed(t, kg)}
+        assert topic, q.topic_entities
+        frontier = sorted(topic)
+        for hop in K.gold_chain(q):
+            groups = K.retrieve_candidates(kg, "miniworld", frontier, [(hop,)], topic)
+            frontier = groups[0].tails
+        got = {K._label(kg, v) for v in frontier}
+        exact += got == set(q.answers)
+    assert exact == len(ds.questions), f"{exact}/{len(ds.questions)}"
+
+
+# ---- the pipeline, with a scripted LLM -----------------------------------------------------------
+class Scripted:
+    """Decomposes every question into its gold sub-questions (read from a table), answers the
+    reasoning prompt with prose (malformed), and summarises the log in one sentence."""
+
+    def __init__(self, decompositions: dict[str, str]) -> None:
+        self.decompositions, self.calls = decompositions, []
+
+    def complete(self, request):
+        last = request.messages[-1][1]
+        self.calls.append(last[:30])
+        if last.startswith("Question:") and "Steps:" in last:
+            text = "The answer is found by following the steps."
+        elif "Which group answers" in last:
+            text = "The second looks right to me"
+        else:
+            q = last.split("Question:", 1)[1].strip()
+            text = self.decompositions.get(q, "no idea")
+        return {"text": text, "prompt_tokens": 10, "completion_tokens": 10, "finish_reason": "stop"}
+
+
+def _run(q, backend, tmp_path, **settings):
+    from kgqa_lib.embed import Embedder
+    from kgqa_lib.kg import load_named
+    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    llm = LLM(backend, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
+    ctx = Context(llm=llm, kg=load_named("miniworld"), embedder=Embedder(), settings={"kg": "miniworld", **settings})
+    return K.keqing(q, ctx)
+
+
+def test_pipeline_answers_from_a_correct_decomposition(tmp_path, tmp_cache):
+    bank = K.bank_for("miniworld")
+    ds = K.keqing_dataset("miniworld")
+    qs = [next(q for q in ds.questions if q.metadata["hops"] == h) for h in (1, 2, 3)]
+    table = {q.question: K.format_decomposition(K.gold_decomposition(q, bank)) for q in qs}
+    for q in qs:
+        res = _run(q, Scripted(table), tmp_path)
+        assert score(res.answers, q.answers)["hits@1"] == 1.0, (q.question, res.answers, q.answers)
+        check = next(s.output for s in res.trace if s.name == "decomposition_check")
+        assert check["correct"], check
+        assert res.response == "The answer is found by following the steps."
+
+
+def test_pipeline_survives_a_malformed_decomposition(tmp_path, tmp_cache):
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 1)
+    res = _run(q, Scripted({}), tmp_path, respond=False)
+    assert res.error == "fallback"
+    dec = next(s.output for s in res.trace if s.name == "decompose")
+    assert dec.subquestions[0].seed_entities == q.topic_entities
+
+
+def test_reasoning_chooses_among_groups_and_counts_a_bad_choice(tmp_path):
+    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    groups = [K.CandidateGroup(("directed_by",), [("Jaws", "directed by", "Steven Spielberg")], ["e:spielberg"]),
+              K.CandidateGroup(("written_by",), [], []),
+              K.CandidateGroup(("written_by",), [("Jaws", "written by", "Peter Benchley")], ["e:benchley"])]
+
+    class Reply:
+        def __init__(self, text):
+            self.text, self.prompts = text, []
+
+        def complete(self, request):
+            self.prompts.append(request.messages[-1][1])
+            return {"text": self.text, "prompt_tokens": 5, "completion_tokens": 2, "finish_reason": "stop"}
+
+    for text, chosen, error in [("3", [2], None), ("Group 3, then 1", [2, 0], None),
+                                ("2", [0], "bad_choice"), ("the first one", [0], "bad_choice")]:
+        backend = Reply(text)
+        ctx = Context(llm=LLM(backend, "scripted", LLMCache(tmp_path / f"{len(text)}{text[:3]}.sqlite", transcripts=None)))
+        r = K.reason("who wrote Jaws", groups, ctx)
+        assert (r.chosen, r.error, r.called) == (chosen, error, True), text
+        assert "1. (Jaws | directed by | Steven Spielberg)" in backend.prompts[0] and "\n2." not in backend.prompts[0]
+    # one non-empty group: nothing to choose, no call
+    r = K.reason("who directed Jaws", groups[:2], Context(llm=None))
+    assert (r.chosen, r.answers, r.called) == ([0], ["e:spielberg"], False)
+    assert K.reason("x", groups[1:2], Context(llm=None)).error == "no_candidates"
+
+
+# ---- MetaQA (KGQA_DATA_DIR) ----------------------------------------------------------------------
+def test_metaqa_split_and_bank(data_dir_or_skip):
+    pool = K.pool_for("metaqa")
+    test = K.keqing_dataset("metaqa", "2hop").questions
+    assert not ({q.qid for q in pool} & {q.qid for q in test})
+    bank = K.bank_for("metaqa")
+    hops = {(c,) for q in pool for c in K.gold_chain(q)}
+    assert hops <= set(bank.canonical)
+    assert len(bank.canonical) >= 13
+    print(json.dumps({"templates": len(bank), "chains": len(bank.canonical)}))
+
+
+def test_chains_over_relations_the_kg_lacks_are_left_out():
+    from kgqa_lib.kg import load_named
+
+    assert K.relation_path("miniworld", ("has_tags",)) is None  # the mini-world has no tags
+    bank = K.bank_for("miniworld")
+    assert all(K.relation_path("miniworld", c) is not None for t in bank.templates for c in t.chains)
+    kg = load_named("miniworld")
+    seed = K.link_seed("Jaws", kg)
+    groups = K.retrieve_candidates(kg, "miniworld", seed, [("has_tags",), ("directed_by",)], set(seed))
+    assert groups[0].tails == [] and [K._label(kg, v) for v in groups[1].tails] == ["Steven Spielberg"]
