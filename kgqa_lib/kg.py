@@ -158,7 +158,7 @@ class EmbeddedKG:
         self.store_dir = Path(store_dir) if store_dir else None
         if self.store_dir:
             self.store_dir.parent.mkdir(parents=True, exist_ok=True)
-        store = ox.Store(str(self.store_dir)) if self.store_dir else ox.Store()
+        store = _open_store(self.store_dir) if self.store_dir else ox.Store()
         from oxrdflib import OxigraphStore
 
         self.graph = Graph(store=OxigraphStore(store=store), identifier=URIRef(GRAPH_IRI))
@@ -393,6 +393,18 @@ def _file_hash(paths: Sequence[Path]) -> str:
 
 
 _OPEN: dict[str, EmbeddedKG] = {}  # an on-disk store can be opened once per process
+
+
+def _open_store(store_dir: Path) -> ox.Store:
+    """An on-disk store; when another process holds it (RocksDB's lock: a benchmark run, another
+    notebook), a built store is opened read-only instead, which is all question answering needs."""
+    try:
+        return ox.Store(str(store_dir))
+    except OSError as exc:
+        if "lock" not in str(exc).lower() or not (store_dir / ".kgqa-source").exists():
+            raise OSError(f"{exc} — another process is building the KG store at {store_dir}; wait for it "
+                          "to finish (or set KGQA_CACHE_DIR to use a separate cache)") from exc
+        return ox.Store.read_only(str(store_dir))
 
 
 def _reuse(store_dir: Path | None, sources: Sequence[Path]) -> tuple[bool, Path | None]:
