@@ -169,3 +169,23 @@ def test_real_metaqa_kb_and_gold_paths(data_dir_or_skip):
         got = {kg.label(x) for x in kg.follow_path(seed[0][0], q.gold_query["path"].split(" / "))} if seed else set()
         hits += bool(got & set(q.answers))
     assert hits >= 90  # the rebuilt KB holds ~98% of the answers
+
+
+def test_a_store_held_by_another_process_opens_read_only(tmp_path):
+    """A benchmark holding the on-disk store must not stop a notebook from reading it."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    kg = load_metaqa_kb(data_dir() / "tiny" / "kb.txt", store_dir=store, name="tiny")  # built and held here
+    seed = kg.lookup("Inception", fuzzy=False)[0][0]
+    expected = sorted(kg.label(v) for v in kg.follow_path(seed, ["directed_by"]))
+    code = (
+        "from kgqa_lib.kg import load_metaqa_kb; from kgqa_lib.paths import data_dir; "
+        f"kg = load_metaqa_kb(data_dir() / 'tiny' / 'kb.txt', store_dir={str(store)!r}, name='tiny'); "
+        "s = kg.lookup('Inception', fuzzy=False)[0][0]; "
+        "print(sorted(kg.label(v) for v in kg.follow_path(s, ['directed_by'])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(expected) and expected
