@@ -30,7 +30,7 @@ import numpy as np
 
 from kgqa_lib.evaluate.metrics import bootstrap_ci
 from kgqa_lib.evaluate.report import summarize
-from kgqa_lib.evaluate.runner import read_records
+from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
 from kgqa_lib.paths import results_dir
 
 PAPER = {1: 98.4, 2: 99.9, 3: 99.6}  # Keqing, LoRA-fine-tuned LLaMA, MetaQA test (paper, Table 2)
@@ -52,28 +52,13 @@ def strip(r: dict) -> dict:
 
 
 def save(runs: Path, prefix: str) -> None:
-    import gzip
-    import json
-
-    SAVED.mkdir(parents=True, exist_ok=True)
-    for f in sorted(runs.glob(f"{prefix}_*hop.jsonl")):
-        recs = [strip(r) for r in read_records(f)]
-        data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in recs)
-        (SAVED / (f.name + ".gz")).write_bytes(gzip.compress(data.encode(), mtime=0))
-        print("saved", f.name, len(recs), "stripped records")
+    for name, n in save_runs(sorted(runs.glob(f"{prefix}_*hop.jsonl")), SAVED, strip).items():
+        print("saved", name, n, "stripped records")
 
 
 def restore(runs: Path) -> None:
-    import gzip
-
-    runs.mkdir(parents=True, exist_ok=True)
-    for g in sorted(SAVED.glob("*.jsonl.gz")):
-        target = runs / g.name[:-3]
-        if target.exists():
-            print("kept", target.name, "(exists)")
-            continue
-        target.write_bytes(gzip.decompress(g.read_bytes()))
-        print("restored", target.name)
+    for name, what in restore_runs(SAVED, runs).items():
+        print(name, what)
 
 
 def ceiling(hops: int, qids: set[str]) -> tuple[float, int]:

@@ -27,7 +27,7 @@ from kgqa_lib.evaluate.report import summarize
 import gzip
 import tempfile
 
-from kgqa_lib.evaluate.runner import read_records
+from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
 from kgqa_lib.methods.pgakv import cypher_statistics
 from kgqa_lib.paths import results_dir
 
@@ -51,21 +51,13 @@ def run_file(runs: Path, s: str, m: str) -> Path:
 
 
 def save(runs: Path) -> None:
-    SAVED.mkdir(parents=True, exist_ok=True)
-    for f in sorted(runs.glob("t2_*.jsonl")):
-        (SAVED / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes(), mtime=0))
-        print("saved", f.name, len(read_records(f)), "records")
+    for name, n in save_runs(sorted(runs.glob("t2_*.jsonl")), SAVED).items():
+        print("saved", name, n, "records")
 
 
 def restore(runs: Path) -> None:
-    runs.mkdir(parents=True, exist_ok=True)
-    for g in sorted(SAVED.glob("t2_*.jsonl.gz")):
-        target = runs / g.name[:-3]
-        if target.exists():
-            print("kept", target.name, "(exists)")
-            continue
-        target.write_bytes(gzip.decompress(g.read_bytes()))
-        print("restored", target.name)
+    for name, what in restore_runs(SAVED, runs).items():
+        print(name, what)
 
 
 def main() -> int:

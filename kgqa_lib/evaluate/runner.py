@@ -12,7 +12,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..datasets import Dataset
 from ..llm import ReplayMiss, track_usage
@@ -95,6 +95,42 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
                 out.append(json.loads(line))
             except ValueError:
                 continue
+    return out
+
+
+def save_runs(paths: Iterable[str | Path], folder: str | Path,
+              transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, int]:
+    """Keep run files as ``<folder>/<name>.jsonl.gz`` (deterministic bytes, so unchanged runs make
+    no diff), each record passed through ``transform`` (e.g. to strip a benchmark's content).
+    Long benchmarks use this to carry progress across machines; returns records saved per file."""
+    import gzip
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for p in map(Path, paths):
+        recs = [transform(r) if transform else r for r in read_records(p)]
+        data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in recs)
+        (folder / (p.name + ".gz")).write_bytes(gzip.compress(data.encode("utf-8"), mtime=0))
+        counts[p.name] = len(recs)
+    return counts
+
+
+def restore_runs(folder: str | Path, runs: str | Path) -> dict[str, str]:
+    """Unpack ``<folder>/*.jsonl.gz`` into ``runs`` so a re-run resumes them; an existing run file
+    is kept (it is newer). Returns what happened to each file."""
+    import gzip
+
+    runs = Path(runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for g in sorted(Path(folder).glob("*.jsonl.gz")):
+        target = runs / g.name[:-3]
+        if target.exists():
+            out[target.name] = "kept (exists)"
+            continue
+        target.write_bytes(gzip.decompress(g.read_bytes()))
+        out[target.name] = "restored"
     return out
 
 

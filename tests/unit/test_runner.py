@@ -110,3 +110,23 @@ def test_sigkill_midway_then_resume_loses_and_duplicates_nothing(tmp_path):
     subprocess.run([sys.executable, str(script)], check=True)
     qids = [r["qid"] for r in read_records(tmp_path / "run.jsonl")]
     assert sorted(qids) == sorted(f"q{i}" for i in range(30)) and len(qids) == 30
+
+
+def test_save_and_restore_runs(tmp_path):
+    import json
+
+    from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
+
+    runs, saved = tmp_path / "runs", tmp_path / "saved"
+    runs.mkdir()
+    f = runs / "a.jsonl"
+    f.write_text("".join(json.dumps({"qid": str(i), "question": "secret", "metrics": {"hits@1": 1.0}}) + "\n" for i in range(3)))
+    strip = lambda r: {k: v for k, v in r.items() if k != "question"}  # noqa: E731
+    assert save_runs([f], saved, strip) == {"a.jsonl": 3}
+    first = (saved / "a.jsonl.gz").read_bytes()
+    save_runs([f], saved, strip)
+    assert (saved / "a.jsonl.gz").read_bytes() == first  # deterministic: no diff when nothing changed
+    assert restore_runs(saved, runs) == {"a.jsonl": "kept (exists)"}
+    f.unlink()
+    assert restore_runs(saved, runs) == {"a.jsonl": "restored"}
+    assert [r["qid"] for r in read_records(f)] == ["0", "1", "2"] and all("question" not in r for r in read_records(f))
