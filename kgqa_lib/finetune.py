@@ -83,13 +83,29 @@ class Training:
         return cls(**json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def train_lora(model, tok, examples: Sequence[tuple[Messages, str]], recipe: LoraRecipe, progress: bool = True):
+def adapter_dir(key: str):
+    """Where a trained adapter is kept on this machine (``<user cache>/adapters/<key>``)."""
+    from .paths import user_cache_dir
+
+    return user_cache_dir() / "adapters" / key
+
+
+def train_lora(model, tok, examples: Sequence[tuple[Messages, str]], recipe: LoraRecipe, progress: bool = True,
+               reuse: bool = True):
     """Wrap ``model`` with LoRA adapters and train them on ``examples`` (messages → answer).
-    Returns the adapted model (in eval mode) and a :class:`Training` record with the losses."""
+    Returns the adapted model (in eval mode) and a :class:`Training` record with the losses. The
+    adapter is saved under :func:`adapter_dir`; with ``reuse`` an adapter trained before on the same
+    recipe and data is loaded instead of trained again."""
     import random
 
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    folder = adapter_dir(recipe.key(examples))
+    if reuse and (folder / "training.json").exists():
+        tuned = PeftModel.from_pretrained(model, str(folder))
+        tuned.eval()
+        return tuned, Training.load(folder / "training.json")
 
     torch.manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
@@ -134,6 +150,8 @@ def train_lora(model, tok, examples: Sequence[tuple[Messages, str]], recipe: Lor
         bar.close()
     record.seconds = round(time.perf_counter() - started, 1)
     peft_model.eval()
+    peft_model.save_pretrained(str(folder))
+    record.save(folder / "training.json")
     return peft_model, record
 
 

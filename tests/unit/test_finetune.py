@@ -25,7 +25,7 @@ def tiny():
     return Qwen2ForCausalLM(cfg).eval(), tok
 
 
-def test_train_lora_and_answer_through_the_cache(tiny, tmp_path):
+def test_train_lora_and_answer_through_the_cache(tiny, tmp_path, tmp_cache):
     from kgqa_lib.finetune import HFChatBackend, LazyBackend, LoraRecipe, Training, train_lora
     from kgqa_lib.llm import LLM, LLMCache
 
@@ -33,13 +33,19 @@ def test_train_lora_and_answer_through_the_cache(tiny, tmp_path):
     examples = [([{"role": "system", "content": "Reply with JSON."}, {"role": "user", "content": f"Question: q{i}"}],
                  f'[{{"question": "a{i} [mask]", "id": 0}}]') for i in range(5)]
     recipe = LoraRecipe(steps=6, batch=2, lr=5e-3)
-    tuned, rec = train_lora(model, tok, examples, recipe, progress=False)
+    tuned, rec = train_lora(model, tok, examples, recipe, progress=False, reuse=False)
     assert len(rec.losses) == 6 and all(l == l and l > 0 for l in rec.losses)  # finite, positive
     assert rec.losses[-1] < rec.losses[0]  # it learns the five answers
     assert 0 < rec.trainable < rec.total and rec.key == recipe.key(examples)
     assert LoraRecipe(steps=7, batch=2, lr=5e-3).key(examples) != rec.key
     rec.save(tmp_path / "t.json")
     assert Training.load(tmp_path / "t.json") == rec
+    # the adapter was kept: the same recipe on the same data loads it instead of training again
+    again, rec2 = train_lora(model, tok, examples, recipe, progress=False)
+    assert rec2 == rec
+    ids = tok("Question: q1", return_tensors="pt")
+    with torch.no_grad():
+        assert torch.allclose(again(**ids).logits, tuned(**ids).logits, atol=1e-5)
 
     built = []
     llm = LLM(LazyBackend(lambda: built.append(1) or HFChatBackend(tuned, tok, "tiny")), "tiny-lora",
