@@ -102,7 +102,7 @@ def main() -> int:
         save(Path(args.runs), args.prefix) if args.save else restore(Path(args.runs))
         return 0
     lines = ["# Keqing on MetaQA dev (local model)", "",
-             "| hops | n | Hits@1 [95% CI] | paper | gold-path ceiling | decomposition acc. [95% CI] | unparseable | no answer | calls/q | tokens/q | s/q | outside-LLM share |",
+             "| hops | n | Hits@1 [95% CI] | paper | gold-path ceiling | decomposition acc. [95% CI] | unparseable | no answer | calls/q | tokens/q | s/q (mean / median) | outside-LLM share |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     failures = []
     for h in (1, 2, 3):
@@ -119,12 +119,14 @@ def main() -> int:
         lines.append(f"| {h} | {row['n']} | {row['hits@1']:.3f} [{row['hits@1_ci'][0]:.3f}, {row['hits@1_ci'][1]:.3f}] | "
                      f"{PAPER[h] / 100:.3f} | {ceil:.3f} | {dm:.3f} [{dlo:.3f}, {dhi:.3f}] | {unparse} | "
                      f"{sum(1 for r in recs if not r['prediction'])} | {row['calls/q']:.2f} | {row['tokens/q']:.0f} | "
-                     f"{row['s/q']:.2f} | {row['outside_share']:.2f} |")
+                     f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f} | {row['outside_share']:.2f} |")
         for r in recs:
             c = stage(r, "decomposition_check")
             if c and not c["correct"]:
                 failures.append((h, " / ".join(c["predicted_chain"]) or "(none)", " / ".join(c["gold_chain"])))
-    lines += ["", "Most frequent wrong template sequences (predicted ← gold):", ""]
+    lines += ["", "s/q is wall time per question on 2 cores; the mean includes stretches where another job shared",
+              "the cores (the median is closer to an undisturbed run).", "",
+              "Most frequent wrong template sequences (predicted ← gold):", ""]
     for (h, p, g), n in Counter(failures).most_common(12):
         lines.append(f"- {h}-hop ×{n}: `{p}` ← `{g}`")
     text = "\n".join(lines) + "\n"

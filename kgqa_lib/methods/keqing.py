@@ -342,7 +342,6 @@ def parse_decomposition(text: object, q: Question | None = None) -> Decompositio
         for t in topic:
             masked = re.sub(re.escape(t), MASK, masked, flags=re.I)
         subs = [SubQuestion(0, masked, [], topic)]
-        error = "fallback" if error in (None, "no_json") else error
         error = "fallback"
     return Decomposition(raw, subs, error)
 
@@ -452,7 +451,7 @@ def retrieve_candidates(kg, kg_name: str, seeds: Sequence[str], chains: Sequence
                 if support[v] == 0:
                     triples.append((_label(kg, src), rel_name, _label(kg, v)))
                 support[v] += 1
-        tails = [v for v, _ in sorted(support.items(), key=lambda kv: (-kv[1], list(support).index(kv[0])))]
+        tails = sorted(support, key=lambda v: -support[v])  # stable: ties keep the order they were reached in
         groups.append(CandidateGroup(tuple(chain), triples, tails))
     return groups
 
