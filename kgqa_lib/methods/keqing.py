@@ -38,10 +38,10 @@ import numpy as np
 
 from ..datasets import Dataset, Question, load_dataset
 from ..embed import cosine_topk
-from ..parse import clean_text, extract_braced_answers
+from ..parse import clean_text
 from ..paths import data_dir
 from ..prompting import load_prompt
-from .base import Context, MethodResult, Tracer, register_method
+from .base import Context, MethodResult, Stage, Tracer, register_method
 
 MASK = "[mask]"
 _ANSWER_REF = re.compile(r"<\s*answer\s*>\s*-?\s*(\d+)", re.I)
@@ -698,14 +698,14 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
         topic = {v for t in q.topic_entities for v in link_seed(t, ctx.kg)}
         groups = retrieve_candidates(ctx.kg, kg_name, sorted(topic), [tuple(chain)], topic) if chain else []
         answers = list(dict.fromkeys(_label(ctx.kg, v) for g in groups for v in g.tails))
-        tr.stages.append(type(tr.stages[-1])("execute_chain", {"chain": chain, "n_answers": len(answers)}))
+        tr.stages.append(Stage("execute_chain", {"chain": chain, "n_answers": len(answers)}))
         return MethodResult(answers, text, tr.stages, err or (None if answers else "no_answer"))
     dec = tr.record("decompose", decompose, q, ctx, shots)
     steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"])
     answers = final_answers(steps, ctx.kg)
-    tr.stages.append(type(tr.stages[-1])("decomposition_check", {"predicted_chain": list(predicted_chain(steps)),
-                                                                "gold_chain": list(gold_chain(q)),
-                                                                "correct": decomposition_correct(q, steps)}))
+    tr.stages.append(Stage("decomposition_check", {"predicted_chain": list(predicted_chain(steps)),
+                                                  "gold_chain": list(gold_chain(q)),
+                                                  "correct": decomposition_correct(q, steps)}))
     response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)
     error = dec.error if dec.error in ("fallback", "no_json") else (err or (None if answers else "no_answer"))
     return MethodResult(answers, response, tr.stages, error)
