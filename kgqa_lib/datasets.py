@@ -199,7 +199,7 @@ _LOADERS: dict[str, Callable[..., Dataset]] = {
     "grailqa": lambda part="dev", split=None: __import__("kgqa_lib.grailqa", fromlist=["load_grailqa"]).load_grailqa(part),
     # FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
     "fusic": lambda task, split="test": __import__("kgqa_lib.methods.fusic", fromlist=["task_dataset"]).task_dataset(task, split),
-    # Keqing: ``keqing:miniworld`` / ``keqing:metaqa:2hop`` = what is evaluated; ``...:pool`` the training pool
+    # Keqing: ``keqing:miniworld`` / ``keqing:metaqa:2hop`` = what is evaluated; ``keqing:miniworld:pool`` its pool
     "keqing": lambda source="miniworld", part=None: __import__("kgqa_lib.methods.keqing", fromlist=["keqing_dataset"]).keqing_dataset(source, part),
 }
 
