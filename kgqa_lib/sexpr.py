@@ -26,6 +26,7 @@ Node = Union[str, list]
 COMPARATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 OPERATORS = {"JOIN", "R", "AND", "OR", "COUNT", "ARGMAX", "ARGMIN", *COMPARATORS}
 _TOKEN = re.compile(r'\(|\)|"(?:[^"\\]|\\.)*"|[^\s()]+')
+MAX_DEPTH = 100  # deeper nesting is an error, not a RecursionError (GrailQA's forms nest < 10 deep)
 
 
 class SExprError(ValueError):
@@ -39,8 +40,10 @@ def parse_sexpr(text: str) -> Node:
         raise SExprError("empty s-expression")
     pos = 0
 
-    def read() -> Node:
+    def read(depth: int = 0) -> Node:
         nonlocal pos
+        if depth > MAX_DEPTH:
+            raise SExprError(f"the expression nests more than {MAX_DEPTH} levels deep")
         if pos >= len(tokens):
             raise SExprError("unbalanced parentheses: the expression ends too early")
         tok = tokens[pos]
@@ -51,7 +54,7 @@ def parse_sexpr(text: str) -> Node:
             return tok
         items: list[Node] = []
         while pos < len(tokens) and tokens[pos] != ")":
-            items.append(read())
+            items.append(read(depth + 1))
         if pos >= len(tokens):
             raise SExprError("unbalanced parentheses: a '(' is never closed")
         pos += 1
@@ -66,25 +69,32 @@ def parse_sexpr(text: str) -> Node:
 
 
 def extract_sexpr(text: object) -> str:
-    """The first balanced ``( … )`` in the output (code fences and prose around it ignored);
-    ``""`` when there is none."""
+    """The first balanced ``( … )`` whose head is an operator (code fences and prose around it
+    ignored); ``""`` when there is none. One pass with a stack of open parentheses (linear time:
+    an unbalanced ``((((…`` of any length is cheap)."""
     t = re.sub(r"```[a-zA-Z]*", "", str(text or ""))
-    start = t.find("(")
-    while start != -1:
-        depth = 0
-        for i in range(start, len(t)):
-            if t[i] == "(":
-                depth += 1
-            elif t[i] == ")":
-                depth -= 1
-                if depth == 0:
-                    cand = t[start:i + 1]
-                    head = cand[1:].lstrip().split(" ", 1)[0].split("(", 1)[0]
-                    if head in OPERATORS:
-                        return cand
-                    break
-        start = t.find("(", start + 1)
-    return ""
+    stack: list[int] = []
+    best: tuple[int, int] | None = None  # the earliest '(' whose balanced span starts with an operator
+    for i, ch in enumerate(t):
+        if ch == "(":
+            stack.append(i)
+        elif ch == ")" and stack:
+            start = stack.pop()
+            if (best is None or start < best[0]) and _head(t, start, i) in OPERATORS:
+                best = (start, i)
+    return t[best[0]:best[1] + 1] if best else ""
+
+
+def _head(t: str, start: int, end: int) -> str:
+    """The operator word after the ``(`` at ``start`` (up to a space or ``(``, within ``t[start:end + 1]``);
+    anything longer than an operator is cut (it cannot be one)."""
+    i = start + 1
+    while i <= end and t[i].isspace():
+        i += 1
+    j = i
+    while j <= end and t[j] not in " (" and j - i <= 8:
+        j += 1
+    return t[i:j]
 
 
 def _term(tok: Node) -> str:
@@ -98,6 +108,13 @@ def _term(tok: Node) -> str:
 def to_sparql(expr: Node | str, prefixes: dict[str, str] | None = None, type_predicate: str | None = None) -> str:
     """A SELECT query whose first variable is the expression's value. In ``(AND T X)`` a bare
     name ``T`` is a class (``x type_predicate T``), as in GrailQA."""
+    try:
+        return _to_sparql(expr, prefixes, type_predicate)
+    except RecursionError:  # a parsed tree handed in directly may still nest too deeply
+        raise SExprError(f"the expression nests more than {MAX_DEPTH} levels deep") from None
+
+
+def _to_sparql(expr: Node | str, prefixes: dict[str, str] | None, type_predicate: str | None) -> str:
     node = parse_sexpr(expr) if isinstance(expr, str) else expr
     fresh = _Fresh(type_predicate)
     head = ""

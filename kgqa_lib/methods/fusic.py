@@ -747,6 +747,20 @@ def diagnose_empty(sparql: str, kg, profile: SchemaProfile) -> str:
     return " Each pattern matches something on its own, but not together: check how the variables join."
 
 
+MAX_QUERY_DEPTH = 64  # bracket nesting allowed in an LLM-written query (real ones nest < 10 deep)
+
+
+def _nesting_depth(query: str) -> int:
+    depth = deepest = 0
+    for ch in query:
+        if ch in "({[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")}]":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sparql", max_answers: int = 100,
                   timeout: float = 10.0, exclude: Sequence[str] = (), anchors: Sequence[str] = ()) -> Execution:
     """Run the LLM's query read-only with a timeout and a row cap; map IRIs to labels.
@@ -763,6 +777,10 @@ def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sp
             sparql = sexpr_to_sparql(query, type_predicate=profile.type_predicate)
         except SExprError as exc:
             return Execution(query, "", "parse_error", message=f"The s-expression is malformed: {exc}.")
+    depth = _nesting_depth(sparql)
+    if depth > MAX_QUERY_DEPTH:  # pyoxigraph's parser overflows the C stack (segfault) at ~3000 levels
+        return Execution(query, sparql, "parse_error",
+                         message=f"The query nests brackets {depth} levels deep; write a flat query.")
     try:
         form = check_read_only(sparql)
     except QueryRejected as exc:

@@ -278,14 +278,14 @@ def decompose(q: Question, ctx: Context, exemplars: Sequence[tuple[Question, lis
 def _loads_lenient(text: str) -> tuple[Any, bool]:
     try:
         return json.loads(text), False
-    except (json.JSONDecodeError, ValueError):
+    except (json.JSONDecodeError, ValueError, RecursionError):  # RecursionError: "[[[[…" nested too deeply
         pass
     fixed = re.sub(r",\s*([\]}])", r"\1", text)  # trailing commas
     fixed = re.sub(r"(?<![\w\\])'([^'\n]*)'", r'"\1"', fixed)  # single-quoted strings
     fixed = re.sub(r"\bNone\b", "null", fixed)
     try:
         return json.loads(fixed), True
-    except (json.JSONDecodeError, ValueError):
+    except (json.JSONDecodeError, ValueError, RecursionError):
         return None, True
 
 

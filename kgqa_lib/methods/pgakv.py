@@ -104,6 +104,23 @@ def _parses(text: str) -> str | None:
         return str(exc).splitlines()[0]
 
 
+def _reads_outside(text: str) -> str | None:
+    """``LOAD CSV`` or a procedure ``CALL`` in a statement: never executed (cypherast stubs
+    procedures and rejects LOAD CSV today; this keeps a pseudo-graph from ever reading files or
+    the network should a later version implement them)."""
+    import cypherast
+    from cypherast import ast as cast
+
+    try:
+        nodes = [n for tree in cypherast.parse(text, read="neo4j") for n in tree.find_all(cast.LoadCsv, cast.CallProcedure)]
+    except Exception:  # noqa: BLE001 - does not parse: nothing will run
+        return None
+    if not nodes:
+        return None
+    what = ", ".join(dict.fromkeys("LOAD CSV" if isinstance(n, cast.LoadCsv) else f"CALL {n.name}" for n in nodes))
+    return f"not executed: {what} (a pseudo-graph only creates nodes and relationships)"
+
+
 def cypher_to_triples(cypher: str) -> PseudoGraph:
     """Execute LLM-written Cypher in an empty in-memory graph and read back its triples.
 
@@ -136,6 +153,10 @@ def cypher_to_triples(cypher: str) -> PseudoGraph:
             text = "\n".join(kept)
             if not text.strip():
                 continue
+        outside = _reads_outside(text)
+        if outside:
+            pg.errors.append(outside)
+            continue
         try:
             for _ in cypherast.run(text, graph=graph, read="neo4j"):
                 pass
