@@ -16,17 +16,20 @@ lower row index.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from .llm import CacheCorrupt, CacheRecoveredWarning, _is_corrupt, _move_aside
 from .paths import user_cache_dir
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedStats", "EmbeddingIndex", "cosine_topk"]
@@ -86,12 +89,15 @@ class Embedder:
         the Hugging Face cache; nothing is downloaded).
     cache_path: the SQLite embedding cache; default ``user_cache_dir()/embeddings.sqlite``.
     memo_size: how many vectors the in-process memo keeps (oldest dropped first; 0 disables it).
+    recover: a damaged cache file is moved aside to ``<name>.corrupt-<timestamp>`` and started
+        afresh (vectors are re-encoded on demand), with a warning; ``False`` raises
+        :class:`~kgqa_lib.llm.CacheCorrupt` instead.
 
     The model loads lazily on the first cache miss, so a fully cached encode never loads it.
     """
 
     def __init__(self, model: str | None = None, cache_path: str | Path | None = None, batch_size: int = 64,
-                 device: str = "cpu", memo_size: int = 200_000) -> None:
+                 device: str = "cpu", memo_size: int = 200_000, recover: bool = True) -> None:
         self.model = DEFAULT_MODEL if _is_offline_alias(model) else str(model)
         # The cache key: every alias of the default shares one id (and one set of cached vectors).
         self.model_id = DEFAULT_MODEL if _is_offline_alias(model) else str(model)
@@ -103,11 +109,36 @@ class Embedder:
         self._st = None
         self._memo: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
+        self.recover = recover
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = None
+        self._guarded(self._connect)
+
+    def _connect(self) -> None:
         self._con = sqlite3.connect(self.cache_path, timeout=60, isolation_level=None, check_same_thread=False)
         self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA synchronous=NORMAL")
         self._con.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, h TEXT, v BLOB, PRIMARY KEY (model, h))")
+
+    def _guarded(self, fn, *args):
+        """Run ``fn``; when the cache file turns out damaged, move it aside, start a new one, run again."""
+        try:
+            return fn(*args)
+        except sqlite3.DatabaseError as exc:
+            if not _is_corrupt(exc):
+                raise
+            what = (f"The embedding cache {self.cache_path} is damaged ({exc}). It only speeds things up: "
+                    f"delete it (and {self.cache_path.name}-wal/-shm); vectors are re-encoded when needed.")
+            if not self.recover:
+                raise CacheCorrupt(what) from exc
+            with self._lock:
+                if self._con is not None:
+                    self._con.close()
+                aside = _move_aside(self.cache_path) if self.cache_path.exists() else None
+                self._connect()
+            warnings.warn(f"{what} Moved it to {aside.name if aside else '(gone)'} and started a new one.",
+                          CacheRecoveredWarning, stacklevel=3)
+        return fn(*args)
 
     def __repr__(self) -> str:
         return f"Embedder(model={self.model_id!r}, cache_path='{self.cache_path}', loaded={self._st is not None})"
@@ -144,13 +175,17 @@ class Embedder:
         for v in self._memo.values():
             return int(v.shape[0])
         with self._lock:
-            row = self._con.execute("SELECT length(v) FROM emb WHERE model=? LIMIT 1", (self.model_id,)).fetchone()
+            row = self._guarded(lambda: self._con.execute("SELECT length(v) FROM emb WHERE model=? LIMIT 1",
+                                                          (self.model_id,)).fetchone())
         if row:
             return int(row[0]) // 4
         return int(self._load().get_sentence_embedding_dimension())
 
     # -- cache -------------------------------------------------------------------------------
     def _lookup(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        return self._guarded(self._lookup_unguarded, hashes)
+
+    def _lookup_unguarded(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for i in range(0, len(hashes), _LOOKUP_CHUNK):
             chunk = hashes[i:i + _LOOKUP_CHUNK]
@@ -163,15 +198,19 @@ class Embedder:
         """Insert (first writer wins) and read back, so we return exactly the stored bytes even
         when another process encoded the same text concurrently."""
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        self._guarded(self._insert, hashes, vecs)
+        return self._lookup(list(hashes))
+
+    def _insert(self, hashes: Sequence[str], vecs: np.ndarray) -> None:
         self._con.execute("BEGIN IMMEDIATE")
         try:
             self._con.executemany("INSERT OR IGNORE INTO emb VALUES (?,?,?)",
                                   [(self.model_id, h, v.tobytes()) for h, v in zip(hashes, vecs)])
             self._con.execute("COMMIT")
         except BaseException:
-            self._con.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                self._con.execute("ROLLBACK")
             raise
-        return self._lookup(list(hashes))
 
     def _remember(self, h: str, v: np.ndarray) -> None:
         if self.memo_size <= 0:
@@ -183,7 +222,8 @@ class Embedder:
     def cached_count(self) -> int:
         """How many vectors of this model the cache file holds."""
         with self._lock:
-            return int(self._con.execute("SELECT count(*) FROM emb WHERE model=?", (self.model_id,)).fetchone()[0])
+            return int(self._guarded(lambda: self._con.execute("SELECT count(*) FROM emb WHERE model=?",
+                                                               (self.model_id,)).fetchone()[0]))
 
     # -- encode ------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:

@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -132,6 +133,36 @@ class ReplayMiss(LookupError):
     """Replay mode found no recorded response for a request."""
 
 
+class CacheCorrupt(RuntimeError):
+    """A SQLite cache file is damaged (not a database, or a malformed/truncated page) and was not
+    rebuilt. The message names the file and what to do."""
+
+
+class CacheRecoveredWarning(RuntimeWarning):
+    """A damaged SQLite cache was moved aside and rebuilt."""
+
+
+def _is_corrupt(exc: BaseException) -> bool:
+    """SQLITE_CORRUPT (11: "database disk image is malformed") or SQLITE_NOTADB (26: "file is not a
+    database"); a locked or read-only database is not corruption."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (11, 26)
+    return "malformed" in str(exc) or "not a database" in str(exc)
+
+
+def _move_aside(path: Path) -> Path:
+    """``x.sqlite`` (and its ``-wal``/``-shm``) → ``x.sqlite.corrupt-<timestamp>``; returns the new name."""
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    for suffix in ("-wal", "-shm", ""):
+        src = Path(str(path) + suffix)
+        if src.exists():
+            os.replace(src, Path(str(aside) + suffix))
+    return aside
+
+
 # --------------------------------------------------------------------------------------------
 # The cache: SQLite for lookups, JSON-lines transcripts for committing
 # --------------------------------------------------------------------------------------------
@@ -140,16 +171,27 @@ class LLMCache:
 
     ``path`` is the SQLite file (default ``<user cache>/llm_cache.sqlite``); ``transcripts`` is a
     folder of ``*.jsonl`` files that are imported on open (idempotent) and appended to on every
-    store (default ``data/llm_cache``; ``None`` disables transcripts)."""
+    store (default ``data/llm_cache``; ``None`` disables transcripts).
 
-    def __init__(self, path: str | Path | None = None, transcripts: str | Path | None | bool = True):
+    Several processes may share the file (WAL journal, 30 s busy timeout). A damaged file (not a
+    database, or a truncated/malformed page, found on open or on any later read or write) is moved
+    aside to ``<name>.corrupt-<timestamp>`` and rebuilt from the transcripts, with a
+    :class:`CacheRecoveredWarning`; ``recover=False`` raises :class:`CacheCorrupt` instead."""
+
+    def __init__(self, path: str | Path | None = None, transcripts: str | Path | None | bool = True,
+                 recover: bool = True):
         self.path = Path(path) if path else user_cache_dir() / "llm_cache.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if transcripts is True:
             transcripts = data_dir() / "llm_cache"
         self.transcripts = Path(transcripts) if transcripts else None
-        self._lock = threading.Lock()
+        self.recover = recover
+        self._lock = threading.RLock()  # re-entered when a write under the lock finds the file damaged
         self._local = threading.local()
+        self._generation = 0  # bumped when the file is rebuilt: every thread reconnects
+        self._guarded(self._open)
+
+    def _open(self) -> None:
         with self._conn() as con:
             fresh = con.execute("SELECT name FROM sqlite_master WHERE name='transcribed'").fetchone() is None
             con.executescript(
@@ -165,22 +207,64 @@ class LLMCache:
             if fresh:  # a cache made before `transcribed` existed: re-read every transcript once
                 con.execute("DELETE FROM imported")
         if self.transcripts and self.transcripts.is_dir():
-            self.import_transcripts()
+            self._import_transcripts()
 
     def _conn(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
+        if con is not None and getattr(self._local, "generation", 0) != self._generation:
+            con.close()  # the file was rebuilt by another thread
+            con = None
         if con is None:
+            con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             try:
-                con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                con.execute("PRAGMA busy_timeout=30000")  # concurrent writers wait instead of "database is locked"
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.DatabaseError as exc:
-                raise RuntimeError(
-                    f"The LLM cache {self.path} is unreadable ({exc}). Delete it: it is rebuilt "
-                    "from the committed transcripts in data/llm_cache/ on the next run."
-                ) from exc
-            self._local.con = con
+            except BaseException:
+                con.close()
+                raise
+            self._local.con, self._local.generation = con, self._generation
+            self._local.inode = _inode(self.path)
         return con
+
+    def _guarded(self, fn, *args):
+        """Run ``fn``; when the file turns out damaged, move it aside, rebuild, and run ``fn`` again."""
+        try:
+            return fn(*args)
+        except sqlite3.DatabaseError as exc:
+            if not _is_corrupt(exc):
+                raise
+            self._rebuild(exc)
+        try:
+            return fn(*args)
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc):
+                raise CacheCorrupt(f"The LLM cache {self.path} is still damaged after a rebuild ({exc}). "
+                                   f"Delete it and run again.") from exc
+            raise
+
+    def _rebuild(self, exc: BaseException) -> None:
+        what = (f"The LLM cache {self.path} is damaged ({exc}). It only speeds things up: delete it (and "
+                f"{self.path.name}-wal/-shm) and it is rebuilt from the transcripts in "
+                f"{self.transcripts or 'data/llm_cache/'} on the next run.")
+        if not self.recover:
+            raise CacheCorrupt(what) from exc
+        with self._lock:
+            con = getattr(self._local, "con", None)
+            seen_inode = getattr(self._local, "inode", None)
+            if con is not None:
+                con.close()
+                self._local.con = None
+            aside = None
+            if self.path.exists() and (seen_inode is None or _inode(self.path) == seen_inode):
+                aside = _move_aside(self.path)  # (else another process has rebuilt it already)
+            self._generation += 1
+            self._open()
+        n = self._conn().execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        moved = f"moved it to {aside.name} and " if aside else ""
+        warnings.warn(f"The LLM cache {self.path} was damaged ({exc}); {moved}rebuilt it from the transcripts "
+                      f"({n} responses). Answers that were only in the old file (runs with --no-transcripts) "
+                      "are recorded again when needed.", CacheRecoveredWarning, stacklevel=3)
 
     def import_transcripts(self) -> int:
         """Import every ``*.jsonl`` transcript that changed since it was last imported.
@@ -188,6 +272,9 @@ class LLMCache:
         When any transcript changed, the record of which keys are transcribed is rebuilt from the
         files as they are now: a transcript reverted by ``git checkout`` no longer counts as holding
         answers it lost, so the next recording appends them again."""
+        return self._guarded(self._import_transcripts)
+
+    def _import_transcripts(self) -> int:
         con = self._conn()
         files = sorted(self.transcripts.glob("*.jsonl"))
         changed = []
@@ -231,6 +318,9 @@ class LLMCache:
         return len(rows)
 
     def get(self, key: str) -> dict[str, Any] | None:
+        return self._guarded(self._get, key)
+
+    def _get(self, key: str) -> dict[str, Any] | None:
         row = self._conn().execute(
             "SELECT text, prompt_tokens, completion_tokens, finish_reason, seconds FROM responses WHERE key=?",
             (key,),
@@ -240,6 +330,9 @@ class LLMCache:
         return dict(zip(("text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds"), row))
 
     def put(self, request: ChatRequest, response: dict[str, Any]) -> None:
+        self._guarded(self._put, request, response)
+
+    def _put(self, request: ChatRequest, response: dict[str, Any]) -> None:
         canonical = request.canonical()
         key = request.key
         with self._lock:
@@ -274,6 +367,9 @@ class LLMCache:
         replays on any other. Returns True when it appended."""
         if self.transcripts is None:
             return False
+        return self._guarded(self._ensure_transcribed, key)
+
+    def _ensure_transcribed(self, key: str) -> bool:
         con = self._conn()
         if con.execute("SELECT 1 FROM transcribed WHERE key=?", (key,)).fetchone():
             return False
@@ -287,6 +383,9 @@ class LLMCache:
         return True
 
     def stats(self) -> dict[str, Any]:
+        return self._guarded(self._stats)
+
+    def _stats(self) -> dict[str, Any]:
         con = self._conn()
         rows = con.execute(
             "SELECT model_id, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds) "
@@ -301,6 +400,13 @@ class LLMCache:
                 for m, n, p, c, s in rows
             ],
         }
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
 
 
 def _slug(s: str) -> str:
