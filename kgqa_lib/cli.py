@@ -58,8 +58,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .embed import Embedder
         from .kg import load_named
 
-        settings["kg"] = args.kg or ds.kg or default_kg(args.dataset)
-        kg, embedder = load_named(settings["kg"]), Embedder()
+        from .remote import redact_url
+
+        kg_name = args.kg or ds.kg or default_kg(args.dataset)
+        settings["kg"] = redact_url(kg_name)  # run records never hold endpoint credentials
+        kg, embedder = load_named(kg_name), Embedder()
     elif args.method == "fusic":  # its transfer task names both KGs; the encoder links and picks exemplars
         from .embed import Embedder
 
@@ -71,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         tag = f"sample{args.sample}-seed{args.seed}" if args.sample else ""
         out = default_run_path(args.method, ds.name, llm.model_id, tag)
-    records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet)
+    records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet, workers=args.workers)
     import pandas as pd
 
     print(format_table(pd.DataFrame([summarize(records)])))
@@ -162,11 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting")
     r.add_argument("--out", default=None, help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
     r.add_argument("--overwrite", action="store_true")
-    r.add_argument("--kg", default=None, help="KG for KG-based methods (pgakv, qsm): miniworld | miniworld:freebase | "
-                   "metaqa | tiny (default: the dataset's own)")
+    r.add_argument("--kg", default=None, help="KG for KG-based methods (pgakv, qsm, keqing): miniworld | miniworld:freebase | "
+                   "metaqa | tiny | sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:… "
+                   "(default: the dataset's own)")
     r.add_argument("--no-transcripts", action="store_true",
                    help="keep new LLM answers in the machine's cache only (benchmarks), not in data/llm_cache/")
     r.add_argument("--quiet", action="store_true")
+    r.add_argument("--workers", type=int, default=1,
+                   help="questions run concurrently (remote LLM/endpoint; the local model serialises its calls)")
     r.set_defaults(fn=cmd_run)
 
     rep = sub.add_parser("report", help="aggregate run files into a table")

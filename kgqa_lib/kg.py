@@ -137,7 +137,117 @@ def _ox_value(term) -> str:
     return term.value if term is not None else ""
 
 
-class EmbeddedKG:
+class KGBase:
+    """What every backend shares: naming (entity/relation IRIs), labels with their fallbacks, the
+    label index for lookup, and verbalisation. A backend supplies ``_objects(s, p)``,
+    ``_label_pairs(predicate)`` (all (subject, value) pairs of a naming predicate) and
+    ``_exact_subjects(label)``."""
+
+    name: str
+    entity_ns: str
+    relation_ns: str
+    label_predicate: str
+    alias_predicate: str
+    description_predicate: str
+
+    def _init_names(self) -> None:
+        self._naming = {self.label_predicate, self.alias_predicate, self.description_predicate} | _LABEL_PREDICATES
+        self._label_cache: dict[str, str] = {}
+        self._index: dict[str, list[str]] | None = None
+        self._index_keys: list[str] = []
+        self._lock = threading.Lock()
+
+    def _objects(self, s: str, p: str) -> list[str]:
+        raise NotImplementedError
+
+    def _label_pairs(self, predicate: str) -> Iterable[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _exact_subjects(self, label: str) -> list[str]:
+        raise NotImplementedError
+
+    # ---- names ---------------------------------------------------------------------------
+    def entity_iri(self, name: str) -> str:
+        return self.entity_ns + quote(name, safe="")
+
+    def relation_iri(self, rel: str) -> str:
+        return rel if "://" in rel else self.relation_ns + rel
+
+    def objects(self, subject: str, predicate: str) -> list[str]:
+        """Values of ``predicate`` on ``subject`` (IRIs or literal values)."""
+        return self._objects(subject, predicate)
+
+    def _fallback_label(self, entity: str) -> str:
+        if entity.startswith(self.relation_ns) or "/relation/" in entity:
+            return humanise_relation(entity)
+        return unquote(re.split(r"[/#]", entity)[-1])
+
+    def label(self, entity: str) -> str:
+        if "://" not in entity:
+            return entity  # a literal value
+        hit = self._label_cache.get(entity)
+        if hit is None:
+            labels = self._objects(entity, self.label_predicate)
+            hit = sorted(labels)[0] if labels else self._fallback_label(entity)
+            self._label_cache[entity] = hit
+        return hit
+
+    def labels(self, entity: str) -> list[str]:
+        main = sorted(self._objects(entity, self.label_predicate))
+        return main + sorted(set(self._objects(entity, self.alias_predicate)) - set(main))
+
+    def description(self, entity: str) -> str:
+        d = self._objects(entity, self.description_predicate)
+        return d[0] if d else ""
+
+    # ---- lookup --------------------------------------------------------------------------
+    def _build_index(self) -> dict[str, list[str]]:
+        with self._lock:
+            if self._index is None:
+                idx: dict[str, list[str]] = {}
+                for pred in (self.label_predicate, self.alias_predicate):
+                    for subject, value in self._label_pairs(pred):
+                        bucket = idx.setdefault(normalise_label(value), [])
+                        if subject not in bucket:
+                            bucket.append(subject)
+                self._index = idx
+                self._index_keys = list(idx)
+        return self._index
+
+    def lookup(self, label: str, fuzzy: bool = True, limit: int = 5) -> list[tuple[str, float, str]]:
+        """Entities whose label matches: exact (score 1.0), normalised (0.99), then fuzzy
+        (rapidfuzz WRatio/100). Entities sharing one label are all returned."""
+        exact = self._exact_subjects(label)
+        if exact:
+            return [(e, 1.0, label) for e in sorted(exact)][:max(limit, len(exact))]
+        index = self._build_index()
+        key = normalise_label(label)
+        if key in index:
+            return [(e, 0.99, self.label(e)) for e in sorted(index[key])]
+        if not fuzzy or not key:
+            return []
+        from rapidfuzz import fuzz, process
+
+        out, seen = [], set()
+        for cand, sc, _ in process.extract(key, self._index_keys, scorer=fuzz.WRatio, limit=limit * 3):
+            for e in sorted(index[cand]):
+                if e not in seen:  # an entity matched by its label and an alias is listed once, best score first
+                    seen.add(e)
+                    out.append((e, round(sc / 100.0 * 0.98, 4), self.label(e)))
+        return out[:limit]
+
+    # ---- text ----------------------------------------------------------------------------
+    def verbalise(self, triple: Triple, style: str = "tag") -> str:
+        """``tag``: ``<Inception> <directed by> <Christopher Nolan>``; ``sentence``:
+        ``Inception directed by Christopher Nolan.``"""
+        if style == "tag":
+            return str(triple)
+        if style == "sentence":
+            return f"{triple.s.label} {humanise_relation(triple.r.label)} {triple.o.label}."
+        raise ValueError("style must be 'tag' or 'sentence'")
+
+
+class EmbeddedKG(KGBase):
     """An in-process KG: ``rdflib.Graph`` over an Oxigraph store (in memory, or on disk)."""
 
     def __init__(self, store_dir: str | Path | None = None, namespace: str = "http://kgqa.local/kg/",
@@ -154,7 +264,7 @@ class EmbeddedKG:
         self.relation_ns = relation_ns or namespace + "relation/"
         self.label_predicate, self.alias_predicate = label_predicate, alias_predicate
         self.description_predicate = description_predicate
-        self._naming = {label_predicate, alias_predicate, description_predicate} | _LABEL_PREDICATES
+        self._init_names()
         self.store_dir = Path(store_dir) if store_dir else None
         if self.store_dir:
             self.store_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -165,10 +275,6 @@ class EmbeddedKG:
         self.store: ox.Store = store
         self._g = ox.NamedNode(GRAPH_IRI)
         self._label_pred = ox.NamedNode(label_predicate)
-        self._label_cache: dict[str, str] = {}
-        self._index: dict[str, list[str]] | None = None
-        self._index_keys: list[str] = []
-        self._lock = threading.Lock()
 
     # ---- loading -------------------------------------------------------------------------
     def load_ntriples(self, data: bytes | str | Path, fmt: ox.RdfFormat = ox.RdfFormat.N_TRIPLES) -> None:
@@ -182,18 +288,15 @@ class EmbeddedKG:
         self._label_cache.clear()
 
     # ---- names ---------------------------------------------------------------------------
-    def entity_iri(self, name: str) -> str:
-        return self.entity_ns + quote(name, safe="")
-
-    def relation_iri(self, rel: str) -> str:
-        return rel if "://" in rel else self.relation_ns + rel
-
     def _objects(self, s: str, p: str) -> list[str]:
         return [_ox_value(q.object) for q in self.store.quads_for_pattern(ox.NamedNode(s), ox.NamedNode(p), None, self._g)]
 
-    def objects(self, subject: str, predicate: str) -> list[str]:
-        """Values of ``predicate`` on ``subject`` (IRIs or literal values)."""
-        return self._objects(subject, predicate)
+    def _label_pairs(self, predicate: str) -> Iterable[tuple[str, str]]:
+        for q in self.store.quads_for_pattern(None, ox.NamedNode(predicate), None, self._g):
+            yield q.subject.value, q.object.value
+
+    def _exact_subjects(self, label: str) -> list[str]:
+        return [q.subject.value for q in self.store.quads_for_pattern(None, self._label_pred, ox.Literal(label), self._g)]
 
     def has_term(self, iri: str) -> bool:
         """Whether the IRI occurs in the KG at all (as subject, relation or object)."""
@@ -202,29 +305,6 @@ class EmbeddedKG:
             for _ in self.store.quads_for_pattern(*pattern, self._g):
                 return True
         return False
-
-    def label(self, entity: str) -> str:
-        if "://" not in entity:
-            return entity  # a literal value
-        hit = self._label_cache.get(entity)
-        if hit is None:
-            labels = self._objects(entity, self.label_predicate)
-            if labels:
-                hit = sorted(labels)[0]
-            elif entity.startswith(self.relation_ns) or "/relation/" in entity:
-                hit = humanise_relation(entity)
-            else:
-                hit = unquote(re.split(r"[/#]", entity)[-1])
-            self._label_cache[entity] = hit
-        return hit
-
-    def labels(self, entity: str) -> list[str]:
-        main = sorted(self._objects(entity, self.label_predicate))
-        return main + sorted(set(self._objects(entity, self.alias_predicate)) - set(main))
-
-    def description(self, entity: str) -> str:
-        d = self._objects(entity, self.description_predicate)
-        return d[0] if d else ""
 
     def _term(self, t) -> Term:
         if isinstance(t, ox.Literal):
@@ -294,43 +374,6 @@ class EmbeddedKG:
         return {"triples": len(self), "label_triples": n_label, "relations": len(self.relations()),
                 "entities": sum(1 for _ in self.entities())}
 
-    # ---- lookup --------------------------------------------------------------------------
-    def _build_index(self) -> dict[str, list[str]]:
-        with self._lock:
-            if self._index is None:
-                idx: dict[str, list[str]] = {}
-                for pred in (self.label_predicate, self.alias_predicate):
-                    for q in self.store.quads_for_pattern(None, ox.NamedNode(pred), None, self._g):
-                        key = normalise_label(q.object.value)
-                        bucket = idx.setdefault(key, [])
-                        if q.subject.value not in bucket:
-                            bucket.append(q.subject.value)
-                self._index = idx
-                self._index_keys = list(idx)
-        return self._index
-
-    def lookup(self, label: str, fuzzy: bool = True, limit: int = 5) -> list[tuple[str, float, str]]:
-        """Entities whose label matches: exact (score 1.0), normalised (0.99), then fuzzy
-        (rapidfuzz WRatio/100). Entities sharing one label are all returned."""
-        exact = [q.subject.value for q in self.store.quads_for_pattern(None, self._label_pred, ox.Literal(label), self._g)]
-        if exact:
-            return [(e, 1.0, label) for e in sorted(exact)][:max(limit, len(exact))]
-        index = self._build_index()
-        key = normalise_label(label)
-        if key in index:
-            return [(e, 0.99, self.label(e)) for e in sorted(index[key])]
-        if not fuzzy or not key:
-            return []
-        from rapidfuzz import fuzz, process
-
-        out, seen = [], set()
-        for cand, sc, _ in process.extract(key, self._index_keys, scorer=fuzz.WRatio, limit=limit * 3):
-            for e in sorted(index[cand]):
-                if e not in seen:  # an entity matched by its label and an alias is listed once, best score first
-                    seen.add(e)
-                    out.append((e, round(sc / 100.0 * 0.98, 4), self.label(e)))
-        return out[:limit]
-
     # ---- SPARQL --------------------------------------------------------------------------
     def sparql(self, query: str, timeout: float = 10.0, max_rows: int = 10000) -> QueryResult:
         """Run a read-only SELECT/ASK with a timeout and a row cap. The KG's triples are the
@@ -365,16 +408,6 @@ class EmbeddedKG:
         result.seconds = time.perf_counter() - started
         assert form in ("SELECT", "ASK")
         return result
-
-    # ---- text ----------------------------------------------------------------------------
-    def verbalise(self, triple: Triple, style: str = "tag") -> str:
-        """``tag``: ``<Inception> <directed by> <Christopher Nolan>``; ``sentence``:
-        ``Inception directed by Christopher Nolan.``"""
-        if style == "tag":
-            return str(triple)
-        if style == "sentence":
-            return f"{triple.s.label} {humanise_relation(triple.r.label)} {triple.o.label}."
-        raise ValueError("style must be 'tag' or 'sentence'")
 
 
 # --------------------------------------------------------------------------------------------
@@ -496,7 +529,7 @@ def from_triples(rows: Iterable[tuple[str, str, str]], name: str = "kg") -> Embe
     return kg
 
 
-def load_named(name: str, store_dir: str | Path | None = None) -> EmbeddedKG:
+def load_named(name: str, store_dir: str | Path | None = None) -> KGBase:
     """The KG a dataset is asked against: ``tiny`` and ``miniworld`` (ours), ``metaqa`` (KGQA_DATA_DIR)."""
     from .datasets import metaqa_kb_path
     from .paths import data_dir, user_cache_dir
@@ -513,4 +546,9 @@ def load_named(name: str, store_dir: str | Path | None = None) -> EmbeddedKG:
         from .miniworld import load_kg
 
         return load_kg("freebase" if name.endswith("freebase") else "wikidata")
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa' or 'grailqa'")
+    if name.startswith("sparql+"):  # a SPARQL endpoint: sparql+http://host:port/path#profile=…
+        from .remote import open_sparql_kg
+
+        return open_sparql_kg(name)
+    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa' "
+                     "or a SPARQL endpoint 'sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:…'")

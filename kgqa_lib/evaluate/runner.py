@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import contextvars
 import os
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -24,12 +27,12 @@ from .metrics import score
 
 class Metered:
     """A transparent proxy that counts and times calls to an object's public methods
-    (used to account KG queries per question without touching the KG backends)."""
+    (used to account KG queries per question without touching the KG backends). Counts are kept
+    per thread, so questions running concurrently are each accounted their own queries."""
 
     def __init__(self, inner: Any) -> None:
         object.__setattr__(self, "_inner", inner)
-        object.__setattr__(self, "calls", 0)
-        object.__setattr__(self, "seconds", 0.0)
+        object.__setattr__(self, "_local", threading.local())
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -41,8 +44,9 @@ class Metered:
             try:
                 return attr(*args, **kwargs)
             finally:
-                object.__setattr__(self, "calls", self.calls + 1)
-                object.__setattr__(self, "seconds", self.seconds + time.perf_counter() - t)
+                local = self._local
+                local.calls = getattr(local, "calls", 0) + 1
+                local.seconds = getattr(local, "seconds", 0.0) + time.perf_counter() - t
 
         return timed
 
@@ -50,7 +54,8 @@ class Metered:
         return len(self._inner)
 
     def snapshot(self) -> tuple[int, float]:
-        return self.calls, self.seconds
+        """This thread's (calls, seconds) so far."""
+        return getattr(self._local, "calls", 0), getattr(self._local, "seconds", 0.0)
 
 
 def _jsonable(x: Any) -> Any:
@@ -173,11 +178,15 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
 
 
 def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = None, *,
-        config: dict[str, Any] | None = None, progress: bool = True, overwrite: bool = False) -> list[dict[str, Any]]:
+        config: dict[str, Any] | None = None, progress: bool = True, overwrite: bool = False,
+        workers: int = 1) -> list[dict[str, Any]]:
     """Run ``method`` over ``dataset``, appending one record per finished question to ``out``.
 
     Re-running with the same ``out`` resumes: finished questions are skipped. A run file written
-    under another config (model, prompts, settings, seed) is refused unless ``overwrite``."""
+    under another config (model, prompts, settings, seed) is refused unless ``overwrite``.
+    ``workers`` > 1 runs questions concurrently in threads (for remote LLMs/endpoints; the local
+    model serialises its calls); records are appended as questions finish, and the result list is
+    in dataset order either way. ``workers`` is not part of the config: results do not depend on it."""
     get_method(method)  # fail fast on a typo
     if ctx.kg is not None and not isinstance(ctx.kg, Metered):
         ctx.kg = Metered(ctx.kg)
@@ -207,21 +216,37 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(dataset), initial=len(dataset) - len(todo), desc=f"{method} · {dataset.name}", unit="q")
+    def finish(q, result: MethodResult, acct: dict[str, Any]) -> None:
+        metrics = score(result.answers, q.answers, kind=q.kind, response=result.response)
+        record = {
+            "dataset": dataset.name, "qid": q.qid, "question": q.question, "gold": q.answers,
+            "kind": q.kind, "question_hash": _question_hash(q), "prediction": result.answers, "response": result.response,
+            "metrics": metrics, "error": result.error, "trace": _jsonable(result.trace),
+            **acct, "method": method, "model_id": ctx.llm.model_id,
+            "config_hash": chash, "config": config,
+        }
+        _append(out, record)
+        done[q.qid] = record
+        if bar:
+            bar.update(1)
+
     try:
-        for q in todo:
-            result, acct = run_question(method, q, ctx)
-            metrics = score(result.answers, q.answers, kind=q.kind, response=result.response)
-            record = {
-                "dataset": dataset.name, "qid": q.qid, "question": q.question, "gold": q.answers,
-                "kind": q.kind, "question_hash": _question_hash(q), "prediction": result.answers, "response": result.response,
-                "metrics": metrics, "error": result.error, "trace": _jsonable(result.trace),
-                **acct, "method": method, "model_id": ctx.llm.model_id,
-                "config_hash": chash, "config": config,
-            }
-            _append(out, record)
-            done[q.qid] = record
-            if bar:
-                bar.update(1)
+        if workers <= 1:
+            for q in todo:
+                finish(q, *run_question(method, q, ctx))
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgqa-q") as pool:
+                pending = {pool.submit(contextvars.copy_context().run, run_question, method, q, ctx): q for q in todo}
+                try:
+                    while pending:
+                        finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                        for fut in finished:
+                            q = pending.pop(fut)
+                            finish(q, *fut.result())  # a ReplayMiss (setup problem) stops the run
+                except BaseException:
+                    for fut in pending:
+                        fut.cancel()
+                    raise
     finally:
         if bar:
             bar.close()

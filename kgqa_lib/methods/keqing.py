@@ -674,7 +674,13 @@ def _flag(v: Any) -> bool:
 
 
 def _kg_name(ctx: Context) -> str:
-    return str(ctx.get("kg", "miniworld"))
+    """The schema the template bank is built for; a SPARQL endpoint names it by its profile."""
+    name = str(ctx.get("kg", "miniworld"))
+    if name.startswith("sparql+"):
+        from ..remote import parse_kg_url
+
+        name = parse_kg_url(name)[1].get("profile", "wikidata")
+    return {"miniworld:wikidata": "miniworld"}.get(name, name)
 
 
 @register_method("keqing", prompts=("keqing_decompose", "keqing_reason", "keqing_respond", "keqing_chain"))
