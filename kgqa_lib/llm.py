@@ -517,7 +517,15 @@ class OpenAIBackend:
         )
         if request.stop:
             kwargs["stop"] = list(request.stop)
-        out = self._client.chat.completions.create(**kwargs)
+        leak = None
+        try:
+            out = self._client.chat.completions.create(**kwargs)
+        except Exception as exc:
+            leak = _without_secret(exc, self._client.api_key)
+            if leak is None:
+                raise
+        if leak is not None:  # raised outside the except block: the original is not even its __context__
+            raise leak
         choice = out.choices[0]
         usage = out.usage
         return {
@@ -526,6 +534,30 @@ class OpenAIBackend:
             "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
             "finish_reason": choice.finish_reason or "",
         }
+
+
+class EndpointError(RuntimeError):
+    """An OpenAI-compatible endpoint failed with a message that quoted the API key (some servers
+    and proxies echo the ``Authorization`` header): the same message, key redacted."""
+
+    def __init__(self, message: str, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def _without_secret(exc: BaseException, secret: str | None) -> EndpointError | None:
+    """``None`` when nothing about ``exc`` (message, repr, body, causes) mentions ``secret``; else
+    an :class:`EndpointError` carrying the message with the secret replaced."""
+    if not secret or secret == "not-needed":
+        return None
+    chain, e = [], exc
+    while e is not None and len(chain) < 10:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    if not any(secret in text for e in chain for text in (str(e), repr(e), str(getattr(e, "body", "")))):
+        return None
+    message = f"{type(exc).__name__}: {exc}".replace(secret, "<redacted API key>")
+    return EndpointError(message, getattr(exc, "status_code", None))
 
 
 # --------------------------------------------------------------------------------------------
