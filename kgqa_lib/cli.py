@@ -62,7 +62,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         kg_name = args.kg or ds.kg or default_kg(args.dataset)
         settings["kg"] = redact_url(kg_name)  # run records never hold endpoint credentials
-        kg, embedder = load_named(kg_name), Embedder()
+        if kg_name.startswith("slices:"):  # cached per-question slices of an endpoint (built when missing)
+            from .slices import kg_for_run
+
+            kg, embedder = kg_for_run(ds, kg_name), Embedder()
+        else:
+            kg, embedder = load_named(kg_name), Embedder()
     elif args.method == "fusic":  # its transfer task names both KGs; the encoder links and picks exemplars
         from .embed import Embedder
 
@@ -132,6 +137,20 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_slices(args: argparse.Namespace) -> int:
+    from .datasets import DatasetNotFound, load_dataset
+    from .slices import build_slices, summary
+
+    try:
+        ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
+    except DatasetNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    infos = build_slices(ds, args.kg, args.depth, args.fanout, refresh=args.refresh)
+    print(json.dumps(summary(infos)))
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .notebooks import execute, notebook_paths, relative
 
@@ -195,6 +214,17 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("paths", nargs="*")
     n.set_defaults(fn=cmd_notebooks)
 
+    sl = sub.add_parser("slices", help="cut per-question KG slices from a SPARQL endpoint and cache them")
+    sl.add_argument("action", choices=["build"])
+    sl.add_argument("--dataset", required=True, help="e.g. qald10:tog, simplequestions:tog, webqsp:test, grailqa:dev")
+    sl.add_argument("--kg", required=True, help="sparql+http://HOST:PORT/PATH#profile=wikidata|freebase")
+    sl.add_argument("--depth", type=int, default=1)
+    sl.add_argument("--fanout", type=int, default=100, help="edges kept per node and direction")
+    sl.add_argument("--limit", type=int, default=None)
+    sl.add_argument("--sample", type=int, default=None)
+    sl.add_argument("--seed", type=int, default=0)
+    sl.add_argument("--refresh", action="store_true", help="cut again even when cached")
+    sl.set_defaults(fn=cmd_slices)
     rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
     rp.add_argument("--only", nargs="*", help="substrings of notebook names")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter")
@@ -202,9 +232,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "fix the setup or the command", shown as one line instead of a traceback."""
+    from .datasets import DatasetNotFound
+    from .kg import QueryTimeout
+    from .llm import ReplayMiss
+    from .models import ModelNotAvailable
+    from .remote import EndpointError
+    from .slices import SliceMissing
+
+    return (DatasetNotFound, EndpointError, SliceMissing, QueryTimeout, ReplayMiss, ModelNotAvailable)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except _user_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # unknown dataset / KG / profile names: the message lists the choices
+        if "Unknown" not in str(exc) and "unknown" not in str(exc):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

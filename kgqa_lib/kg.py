@@ -296,7 +296,10 @@ class EmbeddedKG(KGBase):
             yield q.subject.value, q.object.value
 
     def _exact_subjects(self, label: str) -> list[str]:
-        return [q.subject.value for q in self.store.quads_for_pattern(None, self._label_pred, ox.Literal(label), self._g)]
+        """Subjects labelled exactly ``label`` (a plain literal, or tagged ``@en`` as in Wikidata/Freebase slices)."""
+        out = [q.subject.value for q in self.store.quads_for_pattern(None, self._label_pred, ox.Literal(label), self._g)]
+        return out or [q.subject.value for q in
+                       self.store.quads_for_pattern(None, self._label_pred, ox.Literal(label, language="en"), self._g)]
 
     def has_term(self, iri: str) -> bool:
         """Whether the IRI occurs in the KG at all (as subject, relation or object)."""

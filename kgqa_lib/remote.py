@@ -202,8 +202,7 @@ class SparqlKG(KGBase):
             if attempt < self.retries:
                 time.sleep(wait)
         raise EndpointError(f"SPARQL endpoint {redact_url(self.endpoint)} did not answer: {last} after "
-                            f"{self.retries + 1} attempts. Check that the server is running and the URL is "
-                            "right (`kgqa doctor --kg URL` tests it).")
+                            f"{self.retries + 1} attempts. Check that the server is running and the URL is right.")
 
     def _fetch(self, query: str, timeout: float | None = None) -> dict[str, Any]:
         """The endpoint's SPARQL JSON answer, from the disk cache when this query was sent before."""
@@ -376,9 +375,10 @@ def parse_kg_url(spec: str) -> tuple[str, dict[str, str]]:
         raise ValueError(f"not a SPARQL KG URL: {spec!r} (expected sparql+http://… or sparql+https://…)")
     url, _, frag = spec[len("sparql+"):].partition("#")
     opts = dict(parse_qsl(frag)) if "=" in frag else ({"profile": frag} if frag else {})
-    unknown = set(opts) - {"profile", "graph", "timeout", "workers", "fanout"}
+    unknown = set(opts) - {"profile", "graph", "timeout", "workers", "fanout", "depth"}
     if unknown:
-        raise ValueError(f"unknown option(s) {sorted(unknown)} in {spec!r}; use profile, graph, timeout, workers, fanout")
+        raise ValueError(f"unknown option(s) {sorted(unknown)} in {spec!r}; use profile, graph, timeout, workers, "
+                         "fanout, depth (slices)")
     return url, opts
 
 
