@@ -75,3 +75,17 @@ def test_concurrent_calls_through_the_pool(llama_server, tmp_path):
     out = llm.map(reqs, workers=4)
     assert len(out) == 4 and all(not r.cache_hit for r in out)
     assert sum(str(i) in r.text for i, r in enumerate(out)) >= 3
+
+
+def test_runner_workers_against_the_llama_server(llama_server, tmp_path):
+    """The runner's concurrent questions through a real model server (the server queues them)."""
+    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.evaluate.runner import run
+    from kgqa_lib.methods import Context
+
+    llm = make_llm("openai:qwen-small", "auto", cache=LLMCache(tmp_path / "c.sqlite", transcripts=None),
+                   base_url=llama_server, timeout=120)
+    ds = load_dataset("tiny:films", limit=2)
+    recs = run("io", ds, Context(llm=llm, seed=0), tmp_path / "r.jsonl", progress=False, workers=2)
+    assert [r["qid"] for r in recs] == [q.qid for q in ds]
+    assert all(r["error"] is None and r["llm"]["calls"] == 1 and not r["llm"]["cache_hits"] for r in recs)
