@@ -73,8 +73,10 @@ def test_resume_skips_finished_and_refuses_other_config(tmp_path):
         run("_echo_last_word", _ds(6), ctx2, out, progress=False)
 
 
-def test_sigkill_midway_then_resume_loses_and_duplicates_nothing(tmp_path):
-    """A real subprocess killed with SIGKILL while it writes, then the same run again."""
+@pytest.mark.parametrize("workers", [1, 4])
+def test_sigkill_midway_then_resume_loses_and_duplicates_nothing(tmp_path, workers):
+    """A real subprocess killed with SIGKILL while it writes (questions in flight on 4 threads too),
+    then the same run again."""
     script = tmp_path / "slow_run.py"
     script.write_text(textwrap.dedent(f"""
         import time
@@ -95,7 +97,7 @@ def test_sigkill_midway_then_resume_loses_and_duplicates_nothing(tmp_path):
 
         ds = Dataset("toy", [Question(f"q{{i}}", f"question {{i}}", ["x"]) for i in range(30)])
         ctx = Context(LLM(Slow(), "slow", LLMCache({str(tmp_path / 'c.sqlite')!r}, transcripts=None), "auto"))
-        run("_slow", ds, ctx, {str(tmp_path / 'run.jsonl')!r}, progress=False)
+        run("_slow", ds, ctx, {str(tmp_path / 'run.jsonl')!r}, progress=False, workers={workers})
     """))
     proc = subprocess.Popen([sys.executable, str(script)])
     import time
