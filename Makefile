@@ -19,7 +19,7 @@ ifneq ($(wildcard ../shared/datasets),)
 export KGQA_DATA_DIR ?= $(abspath ../shared/datasets)
 endif
 
-.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv print-llama-cmake-args virtuoso
+.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv print-llama-cmake-args virtuoso workshop doctor
 
 setup: $(STAMP)
 
@@ -47,6 +47,14 @@ test: setup virtuoso
 
 test-unit: setup
 	$(BIN)/python -m pytest tests/unit -q
+
+# Workshop: notebooks with outputs stripped in workshop/ (gitignored), and an offline setup check
+workshop: setup
+	$(BIN)/kgqa workshop
+	$(BIN)/kgqa doctor
+
+doctor: setup
+	$(BIN)/kgqa doctor
 
 normalize: setup
 	$(BIN)/kgqa notebooks normalize

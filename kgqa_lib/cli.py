@@ -151,6 +151,27 @@ def cmd_slices(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import format_checks, run_checks
+
+    checks = run_checks(kg=args.kg, llm=args.llm, model=not args.no_model)
+    print(format_checks(checks))
+    failed = [c for c in checks if c.required and not c.ok]
+    print(f"\n{len(checks) - len(failed)}/{len(checks)} checks passed" + ("" if not failed else
+          f"; fix: {', '.join(c.name for c in failed)}"))
+    return 1 if failed else 0
+
+
+def cmd_workshop(args: argparse.Namespace) -> int:
+    from .doctor import make_workshop
+    from .notebooks import relative
+
+    written = make_workshop(args.out)
+    print(f"{len(written)} notebooks without outputs in {relative(written[0].parent) if written else args.out}; "
+          "open them with `.venv/bin/jupyter lab` (check the setup with `kgqa doctor`)")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .notebooks import execute, notebook_paths, relative
 
@@ -225,6 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--seed", type=int, default=0)
     sl.add_argument("--refresh", action="store_true", help="cut again even when cached")
     sl.set_defaults(fn=cmd_slices)
+    d = sub.add_parser("doctor", help="check the setup offline (model, embeddings, transcripts, data, endpoints)")
+    d.add_argument("--kg", default=None, help="also check a SPARQL endpoint: sparql+http://HOST:PORT/PATH#profile=…")
+    d.add_argument("--llm", default=None, help="also check an LLM endpoint, e.g. openai:MODEL (one short call)")
+    d.add_argument("--no-model", action="store_true", help="skip assembling/verifying the local model (~1 GB)")
+    d.set_defaults(fn=cmd_doctor)
+    w = sub.add_parser("workshop", help="copies of the notebooks with outputs stripped (default: workshop/)")
+    w.add_argument("--out", default=None)
+    w.set_defaults(fn=cmd_workshop)
     rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
     rp.add_argument("--only", nargs="*", help="substrings of notebook names")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter")
