@@ -173,21 +173,19 @@ def cmd_workshop(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from .notebooks import execute, notebook_paths, relative
+    from .reproduce import reproduce
 
-    paths = [p for p in notebook_paths() if not args.only or any(s in p.name for s in args.only)]
-    params = _parse_set(args.set)
-    started = time.perf_counter()
-    results = []
-    for i, p in enumerate(paths, 1):
-        print(f"[{i}/{len(paths)}] {relative(p)} …", flush=True)
-        res = execute(p, parameters=params)
-        results.append(res)
-        print(f"    {'FAILED: ' + res.error if res.error else 'ok'} ({res.seconds:.1f} s)", flush=True)
-    failed = [r for r in results if r.error]
-    print(f"\nreproduce: {len(results) - len(failed)} notebooks ok, {len(failed)} failed, "
-          f"{time.perf_counter() - started:.1f} s")
-    return 1 if failed else 0
+    return reproduce(only=args.only, params=_parse_set(args.set), grid=_parse_grid(args.grid), llm=args.llm,
+                     llm_mode=args.llm_mode, out=args.out, resume=args.resume)
+
+
+def _parse_grid(items: list[str]) -> dict[str, list]:
+    """``--grid N_PER_SET=4,50`` → {"N_PER_SET": [4, 50]} (values parsed like --set)."""
+    grid = {}
+    for item in items:
+        key, _, values = item.partition("=")
+        grid[key] = [_parse_set([f"{key}={v}"])[key] for v in values.split(",")]
+    return grid
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -257,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
     rp.add_argument("--only", nargs="*", help="substrings of notebook names")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter")
+    rp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                    help="sweep a notebook parameter: one run per value combination, each in its own folder")
+    rp.add_argument("--llm", default=None, help="LLM for every notebook (local | local:qwen2.5-0.5b | openai:MODEL)")
+    rp.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
+    rp.add_argument("--out", default=None, help="folder for executed notebooks (default: in place for the "
+                    "defaults, results/reproduce/<params>/ otherwise)")
+    rp.add_argument("--resume", action="store_true", help="skip notebooks that already ran with the same parameters")
     rp.set_defaults(fn=cmd_reproduce)
     return p
 

@@ -576,6 +576,18 @@ def _as_messages(messages: Messages, system: str | None) -> tuple[tuple[str, str
     return tuple(out)
 
 
+def _log_usage(path: str, model_id: str, r: ChatResult) -> None:
+    """One JSON line per call (``kgqa reproduce`` sets ``KGQA_USAGE_LOG`` to count cache hits and
+    live calls inside notebook kernels). Counts only: no prompt, no answer, no key."""
+    line = json.dumps({"model": model_id, "cache_hit": r.cache_hit, "prompt_tokens": r.prompt_tokens,
+                       "completion_tokens": r.completion_tokens, "seconds": round(r.seconds, 4)}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class LLM:
     """``llm.chat(messages)`` → :class:`ChatResult`, cached according to ``mode``."""
@@ -625,6 +637,8 @@ class LLM:
             self.usage.add(result)
             for scope in _SCOPES.get():
                 scope.add(result)
+        if os.environ.get("KGQA_USAGE_LOG"):
+            _log_usage(os.environ["KGQA_USAGE_LOG"], self.model_id, result)
         return result
 
     def map(self, requests: Sequence[ChatRequest], workers: int = 4) -> list[ChatResult]:

@@ -43,7 +43,9 @@ def figures_dir() -> Path:
 
 
 def results_dir() -> Path:
-    return repo_root() / "results"
+    """``results/`` of the repository, or ``$KGQA_RESULTS_DIR`` (tests, sweeps kept elsewhere)."""
+    env = os.environ.get("KGQA_RESULTS_DIR")
+    return Path(env).expanduser() if env else repo_root() / "results"
 
 
 def notebooks_dir() -> Path:

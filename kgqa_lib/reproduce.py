@@ -1,0 +1,154 @@
+"""``kgqa reproduce``: execute the notebooks in order with papermill and say what happened.
+
+With no parameters the committed notebooks are re-executed in place (the main job; the recorded
+transcripts answer the LLM cells). With ``--set`` / ``--grid`` / ``--llm`` each parameter
+combination writes its executed notebooks to ``results/reproduce/<params>/`` and keeps its run
+records under ``results/runs/reproduce/<params>/`` (notebooks with a ``RUNS_DIR`` parameter), so
+a sweep never touches the committed notebooks. A parameter goes only to notebooks that declare it
+in their ``parameters`` cell. ``--resume`` skips notebooks already executed with the same
+parameters; the state file is rewritten after every notebook, so an interrupted sweep loses at
+most the notebook in flight.
+
+At the end: a summary per notebook (status, seconds, LLM calls, cache hits, live calls, tokens),
+printed and written to ``summary.md`` / ``summary.json`` beside the executed notebooks' state.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .notebooks import execute, notebook_paths, relative
+from .paths import results_dir
+
+
+def declared_parameters(path: Path) -> list[str]:
+    """Names assigned in the notebook's ``parameters`` cell."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            names = []
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.Assign):
+                    names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+            return names
+    return []
+
+
+def _tag(params: dict[str, Any]) -> str:
+    if not params:
+        return "default"
+    text = "_".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return re.sub(r"[^\w=.,-]+", "-", text)[:80] + "-" + hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def _usage(log: Path) -> dict[str, Any]:
+    calls = hits = tokens = 0
+    live_seconds = 0.0
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            calls += 1
+            hits += int(r["cache_hit"])
+            tokens += r["prompt_tokens"] + r["completion_tokens"]
+            live_seconds += 0.0 if r["cache_hit"] else r["seconds"]
+    return {"llm_calls": calls, "cache_hits": hits, "live_calls": calls - hits, "tokens": tokens,
+            "live_llm_seconds": round(live_seconds, 1)}
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    head = "| notebook | status | seconds | LLM calls | cache hits | live calls | tokens | parameters |\n|---|---|---|---|---|---|---|---|\n"
+    body = "".join(
+        f"| {r['notebook']} | {r['status']} | {r['seconds']:.1f} | {r['llm_calls']} | {r['cache_hits']} | "
+        f"{r['live_calls']} | {r['tokens']} | {', '.join(f'{k}={v}' for k, v in r['parameters'].items()) or '—'} |\n"
+        for r in rows)
+    tot = {k: sum(r[k] for r in rows) for k in ("seconds", "llm_calls", "cache_hits", "live_calls", "tokens")}
+    ok = sum(r["status"] in ("ok", "skipped (done)") for r in rows)
+    return head + body + (f"| **total** ({ok}/{len(rows)} ok) | | {tot['seconds']:.1f} | {tot['llm_calls']} | "
+                          f"{tot['cache_hits']} | {tot['live_calls']} | {tot['tokens']} | |\n")
+
+
+def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = None,
+              grid: dict[str, list] | None = None, llm: str | None = None, llm_mode: str | None = None,
+              out: str | Path | None = None, resume: bool = False) -> int:
+    paths = [p for p in notebook_paths() if not only or any(s in p.name for s in only)]
+    base = dict(params or {})
+    if llm:
+        base["LLM"] = llm
+    if llm_mode:
+        base["LLM_MODE"] = llm_mode
+    keys = list((grid or {}).keys())
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid or {}).values())] or [{}]
+    failed_total = 0
+    for combo in combos:
+        wanted = {**base, **combo}
+        tag = _tag(wanted)
+        state_dir = results_dir() / "reproduce" / tag
+        state_dir.mkdir(parents=True, exist_ok=True)
+        out_dir = Path(out) / tag if out and len(combos) > 1 else (Path(out) if out else (None if not wanted else state_dir))
+        state_file = state_dir / "state.json"
+        state = json.loads(state_file.read_text()) if resume and state_file.exists() else {}
+        rows: list[dict[str, Any]] = []
+        started = time.perf_counter()
+        print(f"reproduce [{tag}]: {len(paths)} notebooks" + (f" → {relative(out_dir)}" if out_dir else " (in place)"), flush=True)
+        for i, nb in enumerate(paths, 1):
+            declared = declared_parameters(nb)
+            given = {k: v for k, v in wanted.items() if k in declared}
+            if out_dir is not None and "RUNS_DIR" in declared and "RUNS_DIR" not in given:
+                given["RUNS_DIR"] = str(results_dir() / "runs" / "reproduce" / tag / nb.stem)
+            target = (out_dir / nb.name) if out_dir else nb
+            phash = hashlib.sha256(json.dumps(given, sort_keys=True, default=str).encode()).hexdigest()[:12]
+            prev = state.get(nb.name)
+            if resume and prev and prev["status"] == "ok" and prev["params_hash"] == phash and target.exists():
+                rows.append({**prev, "status": "skipped (done)", "seconds": 0.0})
+                print(f"[{i}/{len(paths)}] {nb.name}: already done, skipped", flush=True)
+                continue
+            print(f"[{i}/{len(paths)}] {nb.name} …", end=" ", flush=True)
+            if out_dir:
+                out_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                log = Path(tmp) / "usage.jsonl"
+                old = os.environ.get("KGQA_USAGE_LOG")
+                os.environ["KGQA_USAGE_LOG"] = str(log)
+                try:
+                    res = execute(nb, output=target, parameters=given)
+                finally:
+                    if old is None:
+                        os.environ.pop("KGQA_USAGE_LOG", None)
+                    else:
+                        os.environ["KGQA_USAGE_LOG"] = old
+                usage = _usage(log)
+            row = {"notebook": nb.name, "status": "ok" if res.error is None else "FAILED", "error": res.error,
+                   "seconds": round(res.seconds, 1), "parameters": given, "params_hash": phash,
+                   "output": relative(target), **usage}
+            rows.append(row)
+            state[nb.name] = row
+            _write_json(state_file, state)  # after every notebook: an interrupted sweep resumes here
+            print(f"{row['status']} ({res.seconds:.1f} s; {usage['llm_calls']} LLM calls, {usage['cache_hits']} cached, "
+                  f"{usage['live_calls']} live)" + (f"\n    {res.error}" if res.error else ""), flush=True)
+        failed = [r for r in rows if r["status"] == "FAILED"]
+        failed_total += len(failed)
+        table = summary_table(rows)
+        (state_dir / "summary.md").write_text(f"# kgqa reproduce — {tag}\n\n{table}")
+        _write_json(state_dir / "summary.json", {"tag": tag, "parameters": wanted, "notebooks": rows,
+                                                 "wall_seconds": round(time.perf_counter() - started, 1)})
+        print(f"\n{table}\nreproduce [{tag}]: {len(rows) - len(failed)} ok, {len(failed)} failed, "
+              f"{time.perf_counter() - started:.1f} s wall; summary in {relative(state_dir / 'summary.md')}", flush=True)
+    return 1 if failed_total else 0
