@@ -251,6 +251,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="run only parsers whose name contains this")
     args = ap.parse_args(argv)
+    try:  # a runaway parser becomes a counted MemoryError, not a swapping machine
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    except (ImportError, ValueError, OSError):
+        pass
     chosen = {k: v for k, v in PARSERS.items() if args.only in k}
     print(markdown(run(args.n, args.seed, chosen)))
 

@@ -104,21 +104,103 @@ def _parses(text: str) -> str | None:
         return str(exc).splitlines()[0]
 
 
-def _reads_outside(text: str) -> str | None:
-    """``LOAD CSV`` or a procedure ``CALL`` in a statement: never executed (cypherast stubs
-    procedures and rejects LOAD CSV today; this keeps a pseudo-graph from ever reading files or
-    the network should a later version implement them)."""
+MAX_CYPHER_CHARS = 20_000  # LLM pseudo-graphs are < 1,100 characters (pgakv runs); longer text is cut
+WORK_BUDGET = 50_000  # node/relationship scans + creations per response (81 recorded pseudo-graphs: at most 35)
+REPAIR_BUDGET = 300_000  # characters re-parsed by the line-by-line repair per response (~1.5 s of cypherast)
+# What a pseudo-graph statement may contain (cypherast node kinds): patterns, literals, property
+# maps, MATCH/WHERE to find nodes, SET/DELETE/RETURN. Anything else is recorded as an error and not
+# executed: it reads outside the graph (LOAD CSV, CALL procedures: cypherast stubs or rejects them
+# today) or makes work unbounded by the text (UNWIND/FOREACH/WITH/comprehensions multiply rows:
+# "UNWIND [1,2,3] AS i" twenty times is 3^20 rows; + * ^ and replace() grow values: 10^1000000000).
+_ALLOWED = {
+    "Cypher", "Query", "Create", "Merge", "OnCreate", "OnMatch", "Match", "Where", "Set", "SetItem", "Delete",
+    "Remove", "RemoveLabels", "Return", "Order", "Ordered", "Skip", "Limit", "Alias", "Star", "Pattern",
+    "PathPattern", "NodePattern", "RelationshipPattern", "LabelExpression", "LabelPredicate", "Identifier",
+    "Property", "PropertySelector", "Map", "List", "Literal", "Null", "Boolean", "Integer", "Float", "String",
+    "Neg", "Not", "And", "Or", "Xor", "EQ", "NEQ", "LT", "LTE", "GT", "GTE", "In", "StartsWith", "EndsWith",
+    "Contains", "IsNull", "Sub", "Div", "Mod", "Case", "Coalesce", "FunctionCall",
+}
+_GROWING_FUNCTIONS = {"range", "replace"}
+_NAMES = {"LoadCsv": "LOAD CSV", "CallSubquery": "CALL { }", "Unwind": "UNWIND", "Foreach": "FOREACH", "With": "WITH",
+          "Add": "+", "Mul": "*", "Pow": "^"}
+
+
+def _refused(text: str) -> str | None:
+    """Why a statement is not executed (anything outside ``_ALLOWED``), or None."""
     import cypherast
-    from cypherast import ast as cast
 
     try:
-        nodes = [n for tree in cypherast.parse(text, read="neo4j") for n in tree.find_all(cast.LoadCsv, cast.CallProcedure)]
+        trees = cypherast.parse(text, read="neo4j")
     except Exception:  # noqa: BLE001 - does not parse: nothing will run
         return None
-    if not nodes:
+    found, stack = [], list(trees)
+    while stack:  # every node, also inside map entries and CASE branches (tuples, which walk() skips)
+        n = stack.pop()
+        if isinstance(n, (list, tuple)):
+            stack.extend(n)
+            continue
+        if isinstance(n, dict):
+            stack.extend(n.values())
+            continue
+        if not hasattr(type(n), "arg_types"):
+            continue
+        stack.extend(n.args.values())
+        kind = type(n).__name__
+        if kind == "CallProcedure":
+            found.append(f"CALL {n.name}")
+        elif kind == "FunctionCall" and str(n.name).lower() in _GROWING_FUNCTIONS:
+            found.append(f"{str(n.name).lower()}()")
+        elif kind not in _ALLOWED:
+            found.append(_NAMES.get(kind, kind))
+    if not found:
         return None
-    what = ", ".join(dict.fromkeys("LOAD CSV" if isinstance(n, cast.LoadCsv) else f"CALL {n.name}" for n in nodes))
-    return f"not executed: {what} (a pseudo-graph only creates nodes and relationships)"
+    return f"not executed: {', '.join(sorted(set(found)))} (a pseudo-graph only creates nodes and relationships)"
+
+
+def _budget_graph(budget: int):
+    """cypherast's in-memory graph, counting the nodes and relationships it scans or creates: past
+    ``budget`` it raises, so a statement whose MATCHes multiply (``MATCH (a), (b), (c), (d)``) stops."""
+    from cypherast.executor import Graph
+
+    class BudgetGraph(Graph):
+        def __init__(self) -> None:
+            super().__init__()
+            self.left = budget
+
+        def _spend(self, n: int) -> None:
+            self.left -= n
+            if self.left < 0:
+                raise RuntimeError(f"work budget exceeded ({budget:,} node/relationship visits): statement stopped")
+
+        def create_node(self, *args, **kwargs):
+            self._spend(1)
+            return super().create_node(*args, **kwargs)
+
+        def create_rel(self, *args, **kwargs):
+            self._spend(1)
+            return super().create_rel(*args, **kwargs)
+
+        def all_nodes(self):
+            out = super().all_nodes()
+            self._spend(1 + len(out))
+            return out
+
+        def nodes_with_label(self, label):
+            out = super().nodes_with_label(label)
+            self._spend(1 + len(out))
+            return out
+
+        def out_rels(self, nid, typ=None):
+            out = super().out_rels(nid, typ)
+            self._spend(1 + len(out))
+            return out
+
+        def in_rels(self, nid, typ=None):
+            out = super().in_rels(nid, typ)
+            self._spend(1 + len(out))
+            return out
+
+    return BudgetGraph()
 
 
 def cypher_to_triples(cypher: str) -> PseudoGraph:
@@ -127,15 +209,24 @@ def cypher_to_triples(cypher: str) -> PseudoGraph:
     Statements are split on ``;``. A statement that does not parse is repaired line by line:
     lines are added one at a time and a line that breaks the parse is dropped (and listed), so one
     bad line does not lose the rest of the graph. Node properties other than the name become
-    triples too (``population: 5380000`` → ``(Norway, population, 5380000)``)."""
+    triples too (``population: 5380000`` → ``(Norway, population, 5380000)``).
+
+    Bounded work, whatever the text: only the first ``MAX_CYPHER_CHARS`` characters are read,
+    statements with what a pseudo-graph never needs (outside ``_ALLOWED``: LOAD CSV, CALL,
+    UNWIND, WITH, + * ^, ...) are recorded as errors and not executed, the repair re-parses at most
+    ``REPAIR_BUDGET`` characters (later lines are dropped untried), and a statement that scans or creates more than ``WORK_BUDGET``
+    nodes/relationships is stopped (an error; what it created before stays)."""
     import cypherast
-    from cypherast.executor import Graph
 
     pg = PseudoGraph(plan="", cypher=cypher)
-    graph = Graph()
+    graph = _budget_graph(WORK_BUDGET)
+    if len(cypher) > MAX_CYPHER_CHARS:
+        pg.errors.append(f"Cypher cut to its first {MAX_CYPHER_CHARS:,} of {len(cypher):,} characters")
+        cypher = cypher[:MAX_CYPHER_CHARS]
     statements = [s for s in re.split(r";\s*(?:\n|$)", cypher) if s.strip() and not all(
         line.strip().startswith("//") or not line.strip() for line in s.splitlines())]
     pg.statements = len(statements)
+    repair_left = REPAIR_BUDGET
     for stmt in statements:
         text = stmt
         problem = _parses(text)
@@ -143,19 +234,28 @@ def cypher_to_triples(cypher: str) -> PseudoGraph:
             pg.errors.append(problem)
             pg.failed_statements += 1
             kept: list[str] = []
+            unchecked = 0
             for line in stmt.splitlines():
                 if not line.strip() or line.strip().startswith("//"):
                     continue
-                if _parses("\n".join(kept + [line])) is None:
+                candidate = "\n".join(kept + [line])
+                if len(candidate) > repair_left:  # each try re-parses the kept lines: quadratic
+                    unchecked += 1
+                    pg.dropped_lines.append(line.strip())
+                    continue
+                repair_left -= len(candidate)
+                if _parses(candidate) is None:
                     kept.append(line)
                 else:
                     pg.dropped_lines.append(line.strip())
+            if unchecked:
+                pg.errors.append(f"repair budget spent: {unchecked} lines dropped without trying them")
             text = "\n".join(kept)
             if not text.strip():
                 continue
-        outside = _reads_outside(text)
-        if outside:
-            pg.errors.append(outside)
+        refused = _refused(text)
+        if refused:
+            pg.errors.append(refused)
             continue
         try:
             for _ in cypherast.run(text, graph=graph, read="neo4j"):

@@ -274,6 +274,32 @@ def test_detach_delete_only_touches_the_throwaway_graph():
     assert again.triples == [("A", "r", "B")]  # graphs are not shared between calls
 
 
+def test_cypher_work_is_bounded():
+    """Row multipliers and growing values are refused before they run, MATCH cross products stop
+    at the work budget, the line-by-line repair stops at its budget, and only the first
+    MAX_CYPHER_CHARS characters are read (each was a hang or a memory blow-up; the sizes here
+    stay survivable should a guard regress)."""
+    from kgqa_lib.methods.pgakv import MAX_CYPHER_CHARS
+
+    seed = "CREATE (a:Film {name: 'Inception'})-[:DIRECTED_BY]->(b:Person {name: 'Nolan'});\n"
+    pg = cypher_to_triples(seed + "UNWIND [1, 2, 3] AS i " * 12 + "CREATE (:N {name: 'x'})")
+    assert pg.triples == [("Inception", "directed by", "Nolan")] and "not executed: UNWIND" in pg.errors[-1]
+    for clause in ("FOREACH (i IN [1, 2] | CREATE (:N))", "CREATE (n {v: [x IN [1, 2] | x]})",
+                   "CREATE (n {v: range(1, 100000)})", "CALL { CREATE (:N) }", "CREATE (n {v: 10^100})",
+                   "CREATE (n {v: 'a' + 'b'})", "CREATE (n {v: replace('aa', 'a', 'aa')})",
+                   "WITH 'ab' AS s CREATE (n {v: s})", "CREATE (n {v: CASE WHEN true THEN range(1, 3) END})"):
+        assert cypher_to_triples(clause).errors[-1].startswith("not executed: "), clause
+    nodes = ", ".join(f"(n{i} {{name: 'x{i}'}})" for i in range(28))
+    t0 = time.process_time()
+    pg = cypher_to_triples(seed + f"CREATE {nodes};\nMATCH (a), (b), (c), (d) CREATE (a)-[:R]->(b);")  # 30^4 rows
+    assert pg.triples == [("Inception", "directed by", "Nolan")] and "work budget exceeded" in pg.errors[-1]
+    pg = cypher_to_triples('CREATE (a)-[:R]->(b {name: "x"})\n' * 600 + "CREATE (oops\n")
+    assert "repair budget spent" in pg.errors[-1]
+    pg = cypher_to_triples(seed + "CREATE (n {name: 'y'});\n" * 2000)
+    assert pg.errors[0].startswith(f"Cypher cut to its first {MAX_CYPHER_CHARS:,}") and pg.error is None
+    assert time.process_time() - t0 < 20
+
+
 def test_the_counting_harness_runs():
     rows = H.run(n=8, seed=0, parsers={k: v for k, v in H.PARSERS.items() if "execute" not in k})
     assert {r["parser"] for r in rows} and all(r["inputs"] == 8 and r["crashes"] == 0 for r in rows)
