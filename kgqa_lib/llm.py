@@ -517,9 +517,20 @@ class OpenAIBackend:
         )
         if request.stop:
             kwargs["stop"] = list(request.stop)
+        import openai
+
         leak = None
         try:
             out = self._client.chat.completions.create(**kwargs)
+        except openai.APIConnectionError as exc:  # (timeouts too) the client's own message names no server
+            leak = _without_secret(exc, self._client.api_key)
+            if leak is None:
+                raise EndpointError(
+                    f"Cannot reach the LLM endpoint {_shown_url(self._client.base_url)} "
+                    f"({type(exc).__name__}: {exc}; retried {self._client.max_retries} times). Is the server "
+                    "running? Check KGQA_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1 for vLLM, "
+                    "http://127.0.0.1:11434/v1 for Ollama) or use the embedded model (LLM='local')."
+                ) from exc
         except Exception as exc:
             leak = _without_secret(exc, self._client.api_key)
             if leak is None:
@@ -543,6 +554,16 @@ class EndpointError(RuntimeError):
     def __init__(self, message: str, status_code: int | None = None):
         super().__init__(message)
         self.status_code = status_code
+
+
+def _shown_url(url: Any) -> str:
+    """The endpoint as shown in messages: scheme, host, port and path (no user:password, no query)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else "(no URL)"
 
 
 def _without_secret(exc: BaseException, secret: str | None) -> EndpointError | None:
