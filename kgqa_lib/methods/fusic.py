@@ -625,10 +625,15 @@ _FENCED = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)(?:```|$)", re.S)
 _SELECT = re.compile(r"((?:PREFIX\s+\S+\s*<[^>]*>\s*)*(?:SELECT|ASK|INSERT|DELETE|CONSTRUCT|DESCRIBE|LOAD|CLEAR|DROP|WITH)\b.*)", re.S | re.I)
 
 
+MAX_ANSWER_CHARS = 20_000  # of an LLM answer searched for a query (answers are < 1,000 characters; the
+# query regex is quadratic in the number of PREFIX lines, 3 s of CPU for 3,000 of them)
+
+
 def extract_query(text: str, language: str = "sparql") -> tuple[str, str | None]:
     """The query in a chatty answer: a fenced block if any, else from the first query keyword;
-    trailing prose after the last closing brace dropped. ``("", "no_query")`` when none."""
-    t = clean_text(text)
+    trailing prose after the last closing brace dropped. ``("", "no_query")`` when none. Only
+    the first ``MAX_ANSWER_CHARS`` characters are read."""
+    t = clean_text(text)[:MAX_ANSWER_CHARS]
     if language == "sexpr":
         q = extract_sexpr(t)
         return (q, None) if q else ("", "no_query")

@@ -191,6 +191,12 @@ def test_extract_sexpr_is_linear():
     assert time.perf_counter() - t0 < 5  # was quadratic: ~10 s for 20,000 '('
 
 
+def test_many_prefix_lines_do_not_stall_query_extraction():
+    t0 = time.process_time()
+    assert extract_query("PREFIX wd: <http://kgqa.local/miniworld/wd/entity/>\n" * 5000) == ("", "no_query")
+    assert time.process_time() - t0 < 2  # the PREFIX regex is quadratic: ~3 s for 3,000 lines before the cap
+
+
 def test_deeply_nested_sparql_is_refused_before_the_store_sees_it(empty_kg):
     """pyoxigraph's parser overflows the C stack (segfault, the whole process dies) at ~3000 nested
     groups; execute_query refuses deep nesting first."""
