@@ -525,7 +525,7 @@ class OpenAIBackend:
         except openai.APIConnectionError as exc:  # (timeouts too) the client's own message names no server
             leak = _without_secret(exc, self._client.api_key)
             if leak is None:
-                raise EndpointError(
+                raise LLMEndpointError(
                     f"Cannot reach the LLM endpoint {_shown_url(self._client.base_url)} "
                     f"({type(exc).__name__}: {exc}; retried {self._client.max_retries} times). Is the server "
                     "running? Check KGQA_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1 for vLLM, "
@@ -547,9 +547,10 @@ class OpenAIBackend:
         }
 
 
-class EndpointError(RuntimeError):
-    """An OpenAI-compatible endpoint failed with a message that quoted the API key (some servers
-    and proxies echo the ``Authorization`` header): the same message, key redacted."""
+class LLMEndpointError(RuntimeError):
+    """An OpenAI-compatible endpoint could not be reached (the message names the URL, without
+    credentials, and the fix), or failed with a message that quoted the API key (some servers and
+    proxies echo the ``Authorization`` header: the same message, key redacted, original dropped)."""
 
     def __init__(self, message: str, status_code: int | None = None):
         super().__init__(message)
@@ -566,9 +567,9 @@ def _shown_url(url: Any) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else "(no URL)"
 
 
-def _without_secret(exc: BaseException, secret: str | None) -> EndpointError | None:
+def _without_secret(exc: BaseException, secret: str | None) -> LLMEndpointError | None:
     """``None`` when nothing about ``exc`` (message, repr, body, causes) mentions ``secret``; else
-    an :class:`EndpointError` carrying the message with the secret replaced."""
+    an :class:`LLMEndpointError` carrying the message with the secret replaced."""
     if not secret or secret == "not-needed":
         return None
     chain, e = [], exc
@@ -578,7 +579,7 @@ def _without_secret(exc: BaseException, secret: str | None) -> EndpointError | N
     if not any(secret in text for e in chain for text in (str(e), repr(e), str(getattr(e, "body", "")))):
         return None
     message = f"{type(exc).__name__}: {exc}".replace(secret, "<redacted API key>")
-    return EndpointError(message, getattr(exc, "status_code", None))
+    return LLMEndpointError(message, getattr(exc, "status_code", None))
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 
 from kgqa_lib.datasets import Dataset, Question
 from kgqa_lib.evaluate.runner import run
-from kgqa_lib.llm import LLM, ChatRequest, EndpointError, LLMCache, OpenAIBackend, ReplayMiss, make_llm
+from kgqa_lib.llm import LLM, ChatRequest, LLMEndpointError, LLMCache, OpenAIBackend, ReplayMiss, make_llm
 from kgqa_lib.methods import Context
 from kgqa_lib.paths import repo_root
 
@@ -99,7 +99,7 @@ def test_failing_endpoint_never_shows_the_key(sentinel, server, where, caplog, c
     exc = ei.value
     if where != "unreachable":
         assert _Handler.seen[-1] == f"Bearer {SENTINEL}"  # the key was really sent, and echoed back
-        assert isinstance(exc, EndpointError) and exc.status_code == int(where)
+        assert isinstance(exc, LLMEndpointError) and exc.status_code == int(where)
         assert "<redacted API key>" in str(exc) and where in str(exc)
         assert exc.__context__ is None and exc.__cause__ is None
     logging.getLogger("kgqa").exception("the call failed", exc_info=exc)  # as a user's logger would
@@ -133,7 +133,7 @@ def test_run_records_hold_no_key(sentinel, server, tmp_path, where, caplog, capf
     if where == "ok":
         assert records[0]["prediction"] == ["Paris"]
     else:  # the failure is recorded, with the key redacted
-        assert records[0]["error"].startswith("exception:EndpointError") and "<redacted API key>" in records[0]["error"]
+        assert records[0]["error"].startswith("exception:LLMEndpointError") and "<redacted API key>" in records[0]["error"]
     out, err = capfd.readouterr()
     _assert_clean(json.dumps(records), _files_text(tmp_path), caplog.text, out, err)
 

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from kgqa_lib import models
-from kgqa_lib.llm import ChatRequest, EndpointError, LocalBackend, OpenAIBackend, make_llm, resolve_mode
+from kgqa_lib.llm import ChatRequest, LLMEndpointError, LocalBackend, OpenAIBackend, make_llm, resolve_mode
 
 GHOST = models.LocalModelSpec("ghost-0.1b", "ghost-0.1b-q4", "ghost.gguf", "no-such-kgqa-model-part{i}", "1.0", 3, 30,
                               "0" * 64)
@@ -66,7 +66,7 @@ def test_unreachable_endpoint_names_it_without_credentials(monkeypatch):
     s.close()
     backend = OpenAIBackend("m", base_url=f"http://alice:hunter2@127.0.0.1:{port}/v1", api_key="k", timeout=2,
                             max_retries=0)
-    with pytest.raises(EndpointError) as ei:
+    with pytest.raises(LLMEndpointError) as ei:
         backend.complete(ChatRequest("openai:m", (("user", "hi"),)))
     msg = str(ei.value)
     assert f"Cannot reach the LLM endpoint http://127.0.0.1:{port}/v1" in msg and "KGQA_LLM_BASE_URL" in msg
