@@ -40,9 +40,9 @@ reproduce: setup
 	$(BIN)/kgqa reproduce
 
 # Tests replay the committed transcripts (KGQA_LLM_MODE=replay) against a throw-away cache, so a
-# green run proves the committed files alone reproduce every notebook; figures go to a temp dir.
+# green run proves the committed files alone reproduce every notebook; figures and tables go to temp dirs.
 test: setup virtuoso
-	KGQA_LLM_MODE=replay KGQA_CACHE_DIR="$$(mktemp -d)" KGQA_FIGURES_DIR="$$(mktemp -d)" $(BIN)/python -m pytest -p no:cacheprovider \
+	KGQA_LLM_MODE=replay KGQA_CACHE_DIR="$$(mktemp -d)" KGQA_FIGURES_DIR="$$(mktemp -d)" KGQA_TABLES_DIR="$$(mktemp -d)" $(BIN)/python -m pytest -p no:cacheprovider \
 		tests notebooks --nbval-lax --nbval-current-env -q -rs
 
 test-unit: setup

@@ -42,6 +42,12 @@ def figures_dir() -> Path:
     return Path(env).expanduser() if env else repo_root() / "figures"
 
 
+def tables_dir() -> Path:
+    """``results/tables/`` (aggregated tables), or ``$KGQA_TABLES_DIR`` (the test suite writes elsewhere)."""
+    env = os.environ.get("KGQA_TABLES_DIR")
+    return Path(env).expanduser() if env else results_dir() / "tables"
+
+
 def results_dir() -> Path:
     """``results/`` of the repository, or ``$KGQA_RESULTS_DIR`` (tests, sweeps kept elsewhere)."""
     env = os.environ.get("KGQA_RESULTS_DIR")
