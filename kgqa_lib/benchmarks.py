@@ -11,11 +11,12 @@ Freebase mids) and its KG profile in ``metadata["profile"]`` — what
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
-from .datasets import Dataset, DatasetNotFound, Question
+from .datasets import Dataset, DatasetNotFound, Question, _external_root
 from .paths import external_data_dir
 
 WHERE = {
@@ -29,10 +30,10 @@ WHERE = {
 
 def _file(bench: str, name: str) -> Path:
     folder, what = WHERE[bench]
-    root = external_data_dir()
-    if root is None:
+    if external_data_dir() is None and not os.environ.get("KGQA_DATA_DIR"):
         raise DatasetNotFound(f"{bench} needs KGQA_DATA_DIR (unset): set it to the folder holding {folder}/{name}. "
                               f"Source: {what}.")
+    root = _external_root(bench, f"Source: {what}.")
     path = root / folder / name
     if not path.exists():
         raise DatasetNotFound(f"{path} is missing (KGQA_DATA_DIR={root}). Source: {what}.")

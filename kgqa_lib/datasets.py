@@ -123,11 +123,19 @@ def metaqa_qtype_to_path(qtype: str) -> list[str]:
 _BRACKET = re.compile(r"\[([^\]]+)\]")
 
 
+def _external_root(what: str, download: str) -> Path:
+    """``$KGQA_DATA_DIR`` or a :class:`DatasetNotFound` that says whether it is unset or wrong."""
+    try:
+        return external_data_dir(required=True)
+    except FileNotFoundError as exc:
+        raise DatasetNotFound(f"{what}: {exc} {download}") from None
+
+
 def load_metaqa(hops: int | str = 1, split: str = "dev") -> Dataset:
-    root = external_data_dir()
-    hops = int(str(hops).rstrip("hop"))
-    if root is None:
-        raise DatasetNotFound(f"metaqa:{hops}hop:{split} needs KGQA_DATA_DIR (unset). {METAQA_DOWNLOAD}")
+    if str(hops).removesuffix("hop") not in ("1", "2", "3"):
+        raise ValueError(f"Unknown MetaQA set {hops!r}: MetaQA has 1hop, 2hop and 3hop (e.g. metaqa:2hop:dev)")
+    hops = int(str(hops).removesuffix("hop"))
+    root = _external_root(f"metaqa:{hops}hop:{split}", METAQA_DOWNLOAD)
     qfile = root / "metaqa" / f"qa_{split}_{hops}hop.txt"
     tfile = root / "metaqa" / f"qa_{split}_qtype_{hops}hop.txt"
     if not qfile.exists():
@@ -153,9 +161,7 @@ def load_metaqa(hops: int | str = 1, split: str = "dev") -> Dataset:
 
 
 def metaqa_kb_path() -> Path:
-    root = external_data_dir()
-    if root is None:
-        raise DatasetNotFound(f"The MetaQA KB needs KGQA_DATA_DIR (unset). {METAQA_DOWNLOAD}")
+    root = _external_root("the MetaQA KB", METAQA_DOWNLOAD)
     for name in ("kb.txt", "kb_augmented.txt"):
         p = root / "metaqa" / name
         if p.exists():

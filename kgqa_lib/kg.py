@@ -120,8 +120,27 @@ _STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|
 _COMMENTS = re.compile(r"#[^\n]*")
 
 
+MAX_QUERY_DEPTH = 64  # pyoxigraph's parser overflows the C stack (a segfault) at ~3000 nested brackets
+
+
+def nesting_depth(query: str) -> int:
+    """The deepest bracket nesting (``(``, ``{``, ``[``) of a query text."""
+    depth = deepest = 0
+    for ch in query:
+        if ch in "({[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")}]":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def check_read_only(query: str) -> str:
-    """Return the query form (``SELECT``/``ASK``) or raise :class:`QueryRejected`."""
+    """Return the query form (``SELECT``/``ASK``) or raise :class:`QueryRejected` (updates, LOAD,
+    SERVICE…, or brackets nested deeper than :data:`MAX_QUERY_DEPTH`)."""
+    depth = nesting_depth(query)
+    if depth > MAX_QUERY_DEPTH:
+        raise QueryRejected(f"the query nests brackets {depth} levels deep (limit {MAX_QUERY_DEPTH}); write a flat query")
     bare = _COMMENTS.sub(" ", _STRINGS.sub(" ", query))
     bad = _FORBIDDEN.search(bare)
     if bad:

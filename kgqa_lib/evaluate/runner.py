@@ -153,6 +153,12 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
+def _redact(text: str) -> str:
+    """Second line of defence: an API key never reaches a run record, whatever an exception says."""
+    key = os.environ.get("OPENAI_API_KEY")
+    return text.replace(key, "***") if key and len(key) >= 8 else text
+
+
 def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, Any]]:
     """Run one question and measure it; an exception inside the method becomes a recorded error
     (a missing recording in replay mode is not swallowed: it is a setup problem)."""
@@ -166,7 +172,7 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
         except ReplayMiss:
             raise
         except Exception as exc:  # noqa: BLE001 - a method failure is data, the run goes on
-            result = MethodResult([], "", [], f"exception:{type(exc).__name__}: {str(exc)[:300]}")
+            result = MethodResult([], "", [], f"exception:{type(exc).__name__}: {_redact(str(exc))[:300]}")
     seconds = time.perf_counter() - t
     kg_after = kg.snapshot() if isinstance(kg, Metered) else (0, 0.0)
     acct = {

@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 from ..datasets import Dataset, Question
-from ..kg import QueryRejected, QueryTimeout, check_read_only
+from ..kg import MAX_QUERY_DEPTH, QueryRejected, QueryTimeout, check_read_only, nesting_depth
 from ..parse import clean_text
 from ..prompting import load_prompt
 from ..sexpr import SExprError, extract_sexpr, to_sparql as sexpr_to_sparql
@@ -752,18 +752,6 @@ def diagnose_empty(sparql: str, kg, profile: SchemaProfile) -> str:
     return " Each pattern matches something on its own, but not together: check how the variables join."
 
 
-MAX_QUERY_DEPTH = 64  # bracket nesting allowed in an LLM-written query (real ones nest < 10 deep)
-
-
-def _nesting_depth(query: str) -> int:
-    depth = deepest = 0
-    for ch in query:
-        if ch in "({[":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in ")}]":
-            depth = max(0, depth - 1)
-    return deepest
 
 
 def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sparql", max_answers: int = 100,
@@ -782,7 +770,7 @@ def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sp
             sparql = sexpr_to_sparql(query, type_predicate=profile.type_predicate)
         except SExprError as exc:
             return Execution(query, "", "parse_error", message=f"The s-expression is malformed: {exc}.")
-    depth = _nesting_depth(sparql)
+    depth = nesting_depth(sparql)
     if depth > MAX_QUERY_DEPTH:  # pyoxigraph's parser overflows the C stack (segfault) at ~3000 levels
         return Execution(query, sparql, "parse_error",
                          message=f"The query nests brackets {depth} levels deep; write a flat query.")
