@@ -33,17 +33,13 @@ def default_kg(dataset: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .datasets import DatasetNotFound, load_dataset
+    from .datasets import load_dataset
     from .evaluate.report import format_table, summarize
     from .evaluate.runner import run
     from .llm import make_llm
     from .methods import Context
 
-    try:
-        ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
-    except DatasetNotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)  # errors: see main()
     # Transcripts under data/llm_cache/ are committed, so only runs on the project's own data
     # write them; prompts of external benchmarks stay in the machine's SQLite cache.
     from .llm import LLMCache
@@ -138,14 +134,10 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def cmd_slices(args: argparse.Namespace) -> int:
-    from .datasets import DatasetNotFound, load_dataset
+    from .datasets import load_dataset
     from .slices import build_slices, summary
 
-    try:
-        ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
-    except DatasetNotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
     infos = build_slices(ds, args.kg, args.depth, args.fanout, refresh=args.refresh)
     print(json.dumps(summary(infos)))
     return 0

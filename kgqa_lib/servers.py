@@ -57,7 +57,35 @@ def oxigraph_binary() -> str:
     return found
 
 
-class OxigraphServer:
+class _Server:
+    """Start/stop plumbing shared by the server wrappers."""
+
+    proc: subprocess.Popen | None = None
+    stop_timeout = 10.0
+
+    def start(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _cleanup(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._cleanup()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class OxigraphServer(_Server):
     """An Oxigraph SPARQL server on 127.0.0.1 loaded with RDF files.
 
     In memory (the default) the server is started empty and the files are posted to its Graph
@@ -123,20 +151,6 @@ class OxigraphServer:
         self.timings["load_s"] = time.perf_counter() - t
         return self
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-    def __enter__(self) -> "OxigraphServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
 
 # --------------------------------------------------------------------------------------------
 # Virtuoso (Debian's virtuoso-opensource 7.2; `make virtuoso` installs it)
@@ -172,7 +186,7 @@ DefaultGraph = {graph}
 """
 
 
-class VirtuosoServer:
+class VirtuosoServer(_Server):
     """A throw-away Virtuoso instance: its own database directory, loaded with N-Triples files
     into ``graph`` via ``isql`` (``ld_dir`` + ``rdf_loader_run``), SPARQL at ``/sparql``."""
 
@@ -223,20 +237,10 @@ class VirtuosoServer:
         self.timings["load_s"] = time.perf_counter() - t
         return self
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+    stop_timeout = 20.0
+
+    def _cleanup(self) -> None:
         self._tmp.cleanup()
-
-    def __enter__(self) -> "VirtuosoServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 # --------------------------------------------------------------------------------------------
