@@ -318,7 +318,10 @@ class FakeChatServer:
         return Handler
 
     def start(self) -> "FakeChatServer":
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # socketserver's default backlog of 5 drops bursts of connections (1 s SYN retry)
+
+        self._httpd = Server(("127.0.0.1", self.port), self._handler())
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
         return self
