@@ -311,6 +311,8 @@ class FakeChatServer:
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (its timeout): nothing to answer
                 finally:
                     with server._lock:
                         server._in_flight -= 1

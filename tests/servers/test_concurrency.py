@@ -52,3 +52,19 @@ def test_a_failing_call_is_retried_and_the_run_goes_on(tmp_path):
         recs = run("io", ds, Context(llm=llm, seed=0), tmp_path / "down.jsonl", progress=False, workers=2)
     assert len(recs) == 3 and all(r["error"] and "exception" in r["error"] for r in recs)
     assert json.dumps(recs).count("sk-local-test") == 0
+
+
+def test_a_slow_llm_times_out_per_question_and_the_run_goes_on(tmp_path):
+    """Calls slower than the client timeout: bounded retries, then an error for that question only."""
+    import time
+
+    with FakeChatServer(latency=1.5) as srv:
+        llm = make_llm("openai:fake", "live", cache=LLMCache(tmp_path / "slow.sqlite", transcripts=None),
+                       base_url=srv.base_url, api_key="sk-local-test", timeout=0.3, max_retries=1)
+        ds = load_dataset("miniworld:simple", sample=2, seed=0)
+        t = time.perf_counter()
+        recs = run("io", ds, Context(llm=llm, seed=0), tmp_path / "slow.jsonl", progress=False)
+        elapsed = time.perf_counter() - t
+    assert len(recs) == 2 and all(r["error"] and "exception" in r["error"] for r in recs)
+    assert srv.requests == 4  # one retry each, then the question is recorded as failed
+    assert elapsed < 10
