@@ -179,7 +179,9 @@ class Embedder:
                                                           (self.model_id,)).fetchone())
         if row:
             return int(row[0]) // 4
-        return int(self._load().get_sentence_embedding_dimension())
+        model = self._load()
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # renamed upstream
+        return int(get_dim())
 
     # -- cache -------------------------------------------------------------------------------
     def _lookup(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
