@@ -7,9 +7,9 @@ run loses at most the question in flight: re-running the same command skips fini
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
-import contextvars
 import os
 import threading
 import time
@@ -222,6 +222,7 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(dataset), initial=len(dataset) - len(todo), desc=f"{method} · {dataset.name}", unit="q")
+
     def finish(q, result: MethodResult, acct: dict[str, Any]) -> None:
         metrics = score(result.answers, q.answers, kind=q.kind, response=result.response)
         record = {
