@@ -29,6 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import _sqlite
 from .llm import CacheCorrupt, CacheRecoveredWarning, _is_corrupt, _move_aside
 from .paths import user_cache_dir
 
@@ -115,9 +116,7 @@ class Embedder:
         self._guarded(self._connect)
 
     def _connect(self) -> None:
-        self._con = sqlite3.connect(self.cache_path, timeout=60, isolation_level=None, check_same_thread=False)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
+        self._con = _sqlite.connect(self.cache_path, timeout=60, isolation_level=None, check_same_thread=False)
         self._con.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, h TEXT, v BLOB, PRIMARY KEY (model, h))")
 
     def _guarded(self, fn, *args):

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
+from . import _sqlite
 from .paths import data_dir, user_cache_dir
 
 MODES = ("auto", "replay", "live")
@@ -215,14 +216,7 @@ class LLMCache:
             con.close()  # the file was rebuilt by another thread
             con = None
         if con is None:
-            con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            try:
-                con.execute("PRAGMA busy_timeout=30000")  # concurrent writers wait instead of "database is locked"
-                con.execute("PRAGMA journal_mode=WAL")
-                con.execute("PRAGMA synchronous=NORMAL")
-            except BaseException:
-                con.close()
-                raise
+            con = _sqlite.connect(self.path, timeout=30, isolation_level=None)  # concurrent writers wait
             self._local.con, self._local.generation = con, self._generation
             self._local.inode = _inode(self.path)
         return con

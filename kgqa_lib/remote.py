@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from . import _sqlite
 from .kg import (RDFS_LABEL, SCHEMA_DESC, SKOS_ALT, KGBase, QueryRejected, QueryResult, QueryTimeout, Term,
                  Triple, check_read_only)
 
@@ -106,9 +107,7 @@ class QueryCache:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn = _sqlite.connect(self.path, timeout=30)
             self._local.conn = conn
         return conn
 
