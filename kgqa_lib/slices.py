@@ -116,7 +116,7 @@ def build_slice(spec: str, entity: str, depth: int = 1, fanout: int = 100, *, kg
         text = path.read_text(encoding="utf-8")
         meta = json.loads(path.with_suffix(".json").read_text()) if path.with_suffix(".json").exists() else {}
         return SliceInfo(entity, str(path), text.count("\n"), meta.get("nodes", 0), meta.get("capped_nodes", 0), 0.0, True)
-    kg = kg or open_sparql_kg(spec)
+    kg = kg or open_sparql_kg(spec, cache=not refresh)  # a refresh asks the server again
     t = time.perf_counter()
     lines, nodes, capped = cut_slice(kg, entity, depth, fanout)
     seconds = time.perf_counter() - t
@@ -136,7 +136,7 @@ def build_slices(questions: Iterable, spec: str, depth: int = 1, fanout: int = 1
     from .benchmarks import topic_ids
 
     entities = list(dict.fromkeys(e for q in questions for e in topic_ids(q)))
-    kg = open_sparql_kg(spec)
+    kg = open_sparql_kg(spec, cache=not refresh)
     out = []
     bar = None
     if progress:
