@@ -24,11 +24,8 @@ import sys
 from pathlib import Path
 
 from kgqa_lib.evaluate.report import summarize
-import gzip
-import tempfile
-
 from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
-from kgqa_lib.methods.pgakv import cypher_statistics
+from kgqa_lib.methods.pgakv import ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep
 from kgqa_lib.paths import results_dir
 
 SETS = ("simple", "multihop", "open")
@@ -40,14 +37,10 @@ SAVED = results_dir() / "bench" / "runs" / "pgakv_t2"
 
 
 def run_file(runs: Path, s: str, m: str) -> Path:
-    """The live run file, or else its saved (gzipped) copy unpacked next to the saved copy."""
+    """The live run file, or else its saved (gzipped) copy."""
     live = runs / f"t2_{s}.{m}.jsonl"
     saved = SAVED / f"t2_{s}.{m}.jsonl.gz"
-    if live.exists() or not saved.exists():
-        return live
-    unpacked = Path(tempfile.gettempdir()) / f"kgqa-pgakv-t2-{s}.{m}.jsonl"
-    unpacked.write_bytes(gzip.decompress(saved.read_bytes()))
-    return unpacked
+    return live if live.exists() or not saved.exists() else saved
 
 
 def save(runs: Path) -> None:
@@ -115,6 +108,36 @@ def main() -> int:
         lines.append("|---|---|")
         for k, v in cypher_statistics(pg).items():
             lines.append(f"| {k} | {v} |")
+    factoid = {s: read_records(run_file(runs, s, "pgakv")) for s in SETS if s != "open" and run_file(runs, s, "pgakv").exists()}
+    if factoid:
+        lines.append("\n## Where the gold answer is lost (factoid sets, from each record's trace)\n")
+        lines.append("Share of questions whose graph at each stage holds a gold answer: sketch `G_p`, retrieved `G_t` "
+                     "(top-10 KG triples per sketch triple), ground graph `G_g` after pruning, verified graph `G_f`.\n")
+        lines.append("| set | n | G_p | G_t | G_g | G_f | Hits@1 |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for s, recs in factoid.items():
+            f = [gold_funnel(r) for r in recs]
+            share = {g: sum(x[g] for x in f) / len(f) for g in ("G_p", "G_t", "G_g", "G_f")}
+            hits = sum(r["metrics"]["hits@1"] for r in recs) / len(recs)
+            lines.append(f"| {s} | {len(recs)} | " + " | ".join(f"{share[g]:.3f}" for g in share) + f" | {hits:.3f} |")
+        lines.append("\nEach wrong answer attributed to the first stage that lost the gold answer (`verification` here: "
+                     "`G_g` held it, `G_f` does not — trace-only; notebook 14 also measures the paper's counterfactual "
+                     "definition against a run without verification).\n")
+        lines.append("| set | wrong | " + " | ".join(ERROR_STAGES) + " |")
+        lines.append("|---|---|" + "---|" * len(ERROR_STAGES))
+        for s, recs in factoid.items():
+            causes = [c for c in (attribute_error(r) for r in recs) if c]
+            lines.append(f"| {s} | {len(causes)} | " + " | ".join(
+                f"{causes.count(c)} ({causes.count(c) / max(1, len(causes)):.0%})" for c in ERROR_STAGES) + " |")
+        lines.append("\n## Pruning re-scored offline (no LLM call): gold answer kept in `G_g`\n")
+        lines.append("The paper's setting is k = subjects of `G_p`, threshold 0.7 (mean cosine of a subject's retrieved triples).\n")
+        sweep = {s: pruning_sweep(recs) for s, recs in factoid.items()}
+        lines.append("| k | threshold | " + " | ".join(f"{s}: gold in G_g | {s}: triples/q" for s in sweep) + " |")
+        lines.append("|---|---|" + "---|---|" * len(sweep))
+        first = next(iter(sweep.values()))
+        for i, row in enumerate(first):
+            lines.append(f"| {row['k']} | {row['threshold']} | " + " | ".join(
+                f"{rows_[i]['gold in G_g']:.3f} | {rows_[i]['ground triples/q']}" for rows_ in sweep.values()) + " |")
     text = "\n".join(lines) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, encoding="utf-8")

@@ -89,12 +89,16 @@ def default_run_path(method: str, dataset: str, model_id: str, tag: str = "") ->
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """All complete records of a run file (a truncated last line from a killed run is skipped)."""
+    """All complete records of a run file (a truncated last line from a killed run is skipped);
+    a ``.gz`` file (a saved benchmark run, see :func:`save_runs`) is read the same way."""
+    import gzip
+
     path = Path(path)
     if not path.exists():
         return []
     out = []
-    with open(path, encoding="utf-8") as fh:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
             try:
                 out.append(json.loads(line))

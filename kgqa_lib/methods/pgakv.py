@@ -309,6 +309,96 @@ def cypher_statistics(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading finished runs: where the gold answer is lost (error analysis, pruning re-scored offline)
+# ---------------------------------------------------------------------------------------------
+ERROR_STAGES = ("Cypher", "linking/retrieval", "pruning", "verification", "answering")
+
+
+def _stage(record: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((s["output"] for s in record["trace"] if s["name"] == name), None)
+
+
+def _holds_gold(triples, gold: set[str]) -> bool:
+    from ..evaluate.metrics import normalize_answer
+
+    return any({normalize_answer(x) for x in t} & gold for t in triples)
+
+
+def gold_funnel(record: dict[str, Any]) -> dict[str, bool]:
+    """Does a gold answer appear in ``G_p`` (sketch), ``G_t`` (retrieved), ``G_g`` (after pruning),
+    ``G_f`` (after verification) of one factoid PG&AKV run record?"""
+    from ..evaluate.metrics import normalize_answer
+
+    gold = {normalize_answer(g) for g in record["gold"]}
+    ver = _stage(record, "verify")
+    return {
+        "G_p": _holds_gold(_stage(record, "cypher_to_triples")["triples"], gold),
+        "G_t": _holds_gold([h["triple"] for h in _stage(record, "semantic_query")["hits"]], gold),
+        "G_g": _holds_gold(_stage(record, "prune")["triples"], gold),
+        "G_f": _holds_gold(ver["triples"], gold) if ver is not None else False,
+    }
+
+
+def attribute_error(record: dict[str, Any], no_verify: dict[str, Any] | None = None) -> str | None:
+    """The stage a wrong factoid answer is first lost at (``None`` when Hits@1 is 1), in pipeline order:
+    ``Cypher`` (no triples), ``linking/retrieval`` (no gold in ``G_t``), ``pruning`` (gold in ``G_t``,
+    not in ``G_g``), ``verification``, ``answering``.
+
+    ``verification`` has two readings. With ``no_verify`` (the same question run with
+    ``verify=False``): the answer was right without verification, so the verifier introduced the
+    error (the paper's definition). Without it, from the trace alone: ``G_g`` held a gold fact and the
+    verified graph ``G_f`` does not (the verifier dropped or never copied it)."""
+    if record["metrics"].get("hits@1") == 1.0:
+        return None
+    if not _stage(record, "cypher_to_triples")["triples"]:
+        return "Cypher"
+    f = gold_funnel(record)
+    if not f["G_t"]:
+        return "linking/retrieval"
+    if not f["G_g"]:
+        return "pruning"
+    if no_verify is not None:
+        if no_verify["qid"] != record["qid"]:
+            raise ValueError(f"no_verify is another question: {no_verify['qid']} != {record['qid']}")
+        return "verification" if no_verify["metrics"].get("hits@1") == 1.0 else "answering"
+    return "answering" if f["G_f"] else "verification"
+
+
+def reprune(record: dict[str, Any], k: int | None = None, threshold: float = 0.7,
+            extra_k: int = 0) -> GroundGraph:
+    """Step 3 again on a finished record's retrieved triples, with other settings (no LLM call):
+    ``k`` subjects (None: subjects of ``G_p``, plus ``extra_k``) and the mean-cosine ``threshold``."""
+    pg_out = _stage(record, "cypher_to_triples")
+    pg = PseudoGraph("", pg_out["cypher"], [tuple(t) for t in pg_out["triples"]])
+    if k is None:
+        k = max(1, len({s for s, _, _ in pg.triples})) + extra_k
+    sq = _stage(record, "semantic_query")
+    return prune(Retrieval(sq["seeds"], sq["candidates"], sq["hits"]), pg, k, threshold)
+
+
+def pruning_sweep(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5, 0.6, 0.7),
+                  extra_ks=(0, 1, 2)) -> list[dict[str, Any]]:
+    """Share of factoid questions whose ground graph ``G_g`` still holds a gold answer, for each
+    (threshold, k) — re-scored offline from the recorded retrieval, so the whole grid costs no LLM
+    call. Also the mean number of ground triples the verifier would be shown."""
+    from ..evaluate.metrics import normalize_answer
+
+    rows = []
+    recs = [r for r in records if _stage(r, "semantic_query") is not None]
+    for extra in extra_ks:
+        for thr in thresholds:
+            kept, sizes = 0, []
+            for r in recs:
+                g = reprune(r, threshold=thr, extra_k=extra)
+                kept += _holds_gold(g.triples, {normalize_answer(x) for x in r["gold"]})
+                sizes.append(len(g.triples))
+            rows.append({"k": f"#subjects(G_p)+{extra}" if extra else "#subjects(G_p)", "threshold": thr,
+                         "questions": len(recs), "gold in G_g": round(kept / max(1, len(recs)), 3),
+                         "ground triples/q": round(sum(sizes) / max(1, len(sizes)), 1)})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
 # 2. Semantic querying
 # ---------------------------------------------------------------------------------------------
 def verbalise_triple(t: PTriple) -> str:

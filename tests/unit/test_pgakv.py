@@ -98,3 +98,57 @@ def test_cypher_statistics_counts_the_stage_outputs():
     assert stats["outputs"] == 3 and stats["with >=1 triple"] == 1
     assert stats["no Cypher in reply"] == 1 and stats["Cypher but no triples"] == 1
     assert stats["statements repaired line by line"] == 2 and stats["lines dropped"] == 2
+
+
+def _record(gold, sketch, hits, verified, prediction):
+    """A PG&AKV run record as the runner writes it, reduced to what the analysis reads."""
+    pg = PseudoGraph("", "CREATE ...", triples=sketch)
+    ground = prune(Retrieval([], len(hits), hits), pg)
+    hit = 1.0 if prediction and prediction[0] in gold else 0.0
+    return {"qid": "q", "gold": gold, "metrics": {"hits@1": hit}, "trace": [
+        {"name": "cypher_to_triples", "output": pg.as_dict()},
+        {"name": "semantic_query", "output": Retrieval([], len(hits), hits).as_dict()},
+        {"name": "prune", "output": ground.as_dict()},
+        {"name": "verify", "output": {"triples": [list(t) for t in verified]}},
+    ]}
+
+
+def _hits(subject, triples, score):
+    return [{"pseudo": 0, "triple": t, "subject": subject, "score": score} for t in triples]
+
+
+def test_attribute_error_names_the_first_stage_that_lost_the_gold_answer():
+    from kgqa_lib.methods.pgakv import attribute_error, gold_funnel
+
+    sketch = [("Georgia", "currency", "Lari")]
+    good = _hits("iGE", [("Georgia", "currency", "Georgian lari"), ("Georgia", "capital", "Tbilisi")], 0.8)
+    weak = _hits("iGE", [("Georgia", "currency", "Georgian lari"), ("Georgia", "capital", "Tbilisi")], 0.5)
+    gold = ["Georgian lari"]
+    right = _record(gold, sketch, good, [("Georgia", "currency", "Georgian lari")], ["Georgian lari"])
+    assert attribute_error(right) is None and gold_funnel(right) == {"G_p": False, "G_t": True, "G_g": True, "G_f": True}
+    assert attribute_error(_record(gold, [], good, [], [])) == "Cypher"
+    assert attribute_error(_record(gold, sketch, _hits("iX", [("X", "r", "y")], 0.9), sketch, ["Lari"])) == "linking/retrieval"
+    assert attribute_error(_record(gold, sketch, weak, sketch, ["Lari"])) == "pruning"  # mean 0.5 < 0.7
+    dropped = _record(gold, sketch, good, sketch, ["Lari"])
+    assert attribute_error(dropped) == "verification"  # G_g had it, G_f does not
+    kept_but_missed = _record(gold, sketch, good, [("Georgia", "currency", "Georgian lari")], ["Tbilisi"])
+    assert attribute_error(kept_but_missed) == "answering"
+    # the paper's counterfactual reading: right without verification → the verifier introduced the error
+    assert attribute_error(kept_but_missed, no_verify={"qid": "q", "metrics": {"hits@1": 1.0}}) == "verification"
+    assert attribute_error(dropped, no_verify={"qid": "q", "metrics": {"hits@1": 0.0}}) == "answering"
+
+
+def test_pruning_sweep_rescores_recorded_retrieval_without_the_llm():
+    from kgqa_lib.methods.pgakv import pruning_sweep, reprune
+
+    sketch = [("Georgia", "currency", "Lari")]
+    hits = (_hits("iGE", [("Georgia", "capital", "Tbilisi"), ("Georgia", "area", "69700")], 0.55)
+            + _hits("iGE", [("Georgia", "currency", "Georgian lari")], 0.75)
+            + _hits("iAZ", [("Azerbaijan", "currency", "Azerbaijani manat")], 0.6))
+    rec = _record(["Georgian lari"], sketch, hits, sketch, ["Lari"])
+    assert reprune(rec).triples == []  # mean 0.617 < 0.7: the paper's setting drops Georgia
+    assert ("Georgia", "currency", "Georgian lari") in reprune(rec, threshold=0.6).triples
+    assert {s["label"] for s in reprune(rec, threshold=0.0, extra_k=1).subjects if s["kept"]} == {"Georgia", "Azerbaijan"}
+    rows = {(r["k"], r["threshold"]): r for r in pruning_sweep([rec], thresholds=(0.6, 0.7), extra_ks=(0, 1))}
+    assert rows["#subjects(G_p)", 0.7]["gold in G_g"] == 0.0 and rows["#subjects(G_p)", 0.6]["gold in G_g"] == 1.0
+    assert rows["#subjects(G_p)+1", 0.6]["ground triples/q"] == 4.0  # Azerbaijan (0.6) joins at k=2

@@ -132,3 +132,5 @@ def test_save_and_restore_runs(tmp_path):
     f.unlink()
     assert restore_runs(saved, runs) == {"a.jsonl": "restored"}
     assert [r["qid"] for r in read_records(f)] == ["0", "1", "2"] and all("question" not in r for r in read_records(f))
+    # the saved copy reads like the run file itself
+    assert read_records(saved / "a.jsonl.gz") == read_records(f)
