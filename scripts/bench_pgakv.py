@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kgqa_lib.evaluate.report import summarize
+from kgqa_lib.evaluate.report import paired_gain, summarize
 from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
 from kgqa_lib.methods.pgakv import ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep
 from kgqa_lib.paths import results_dir
@@ -83,18 +83,25 @@ def main() -> int:
             cells.append("—" if r is None else f"{r[metric[s]]:.3f} [{r[metric[s] + '_ci'][0]:.3f}, {r[metric[s] + '_ci'][1]:.3f}] (n={r['n']})")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines.append("\n## PG&AKV minus the best baseline, in points (the paper claims at least +7.5 / +11.5)\n")
-    lines.append("| set | PG&AKV | best KG-free (IO/CoT/SC) | gain | QSM | gain over QSM | paper's minimum gain |")
+    lines.append("Gains with a paired bootstrap 95% CI over the same questions.\n")
+    lines.append("| set | PG&AKV | best KG-free (IO/CoT/SC) | gain [95% CI] | QSM | gain over QSM [95% CI] | paper's minimum gain |")
     lines.append("|---|---|---|---|---|---|---|")
     for s in SETS:
         p = rows.get((s, "pgakv"))
-        base = [rows[s, m][metric[s]] for m in ("io", "cot", "sc") if (s, m) in rows]
-        q = rows.get((s, "qsm"))
+        base = [(rows[s, m][metric[s]], m) for m in ("io", "cot", "sc") if (s, m) in rows]
         if p is None or not base:
             lines.append(f"| {s} | — | — | — | — | — | {CLAIM[s]} |")
             continue
-        pv, bv = 100 * p[metric[s]], 100 * max(base)
-        qv = 100 * q[metric[s]] if q else float("nan")
-        lines.append(f"| {s} | {pv:.1f} | {bv:.1f} | {pv - bv:+.1f} | {qv:.1f} | {pv - qv:+.1f} | +{CLAIM[s]} |")
+        pg = read_records(run_file(runs, s, "pgakv"))
+
+        def gain(m):
+            g, lo, hi, _ = paired_gain(pg, read_records(run_file(runs, s, m)), metric[s])
+            return f"{100 * g:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+        bv, bm = max(base)
+        q = rows.get((s, "qsm"))
+        qsm = f"{100 * q[metric[s]]:.1f} | {gain('qsm')}" if q else "— | —"
+        lines.append(f"| {s} | {100 * p[metric[s]]:.1f} | {100 * bv:.1f} ({bm}) | {gain(bm)} | {qsm} | +{CLAIM[s]} |")
     lines.append("\n## Cost per question\n")
     lines.append("| set | method | n | errors | calls/q | tokens/q | s/q | LLM s/q (recorded) | outside LLM s/q | outside share |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")

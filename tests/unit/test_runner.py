@@ -134,3 +134,15 @@ def test_save_and_restore_runs(tmp_path):
     assert [r["qid"] for r in read_records(f)] == ["0", "1", "2"] and all("question" not in r for r in read_records(f))
     # the saved copy reads like the run file itself
     assert read_records(saved / "a.jsonl.gz") == read_records(f)
+
+
+def test_paired_gain_matches_questions_by_qid():
+    from kgqa_lib.evaluate.report import paired_gain
+
+    a = [{"qid": str(i), "metrics": {"hits@1": 1.0 if i < 6 else 0.0}} for i in range(10)]
+    b = [{"qid": str(i), "metrics": {"hits@1": 1.0 if i < 3 else 0.0}} for i in reversed(range(10))]  # other order
+    mean, lo, hi, n = paired_gain(a, b, "hits@1")
+    assert n == 10 and abs(mean - 0.3) < 1e-9 and lo <= 0.3 <= hi and lo >= 0.0  # never worse on any question
+    # a question only one run answered is left out
+    assert paired_gain(a + [{"qid": "x", "metrics": {"hits@1": 1.0}}], b, "hits@1")[3] == 10
+    assert paired_gain(a, a, "hits@1")[:3] == (0.0, 0.0, 0.0)
