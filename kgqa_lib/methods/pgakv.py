@@ -326,7 +326,8 @@ def _holds_gold(triples, gold: set[str]) -> bool:
 
 def gold_funnel(record: dict[str, Any]) -> dict[str, bool]:
     """Does a gold answer appear in ``G_p`` (sketch), ``G_t`` (retrieved), ``G_g`` (after pruning),
-    ``G_f`` (after verification) of one factoid PG&AKV run record?"""
+    ``G_f`` (after verification; ``None`` for a run without verification) of one factoid PG&AKV
+    run record?"""
     from ..evaluate.metrics import normalize_answer
 
     gold = {normalize_answer(g) for g in record["gold"]}
@@ -335,7 +336,7 @@ def gold_funnel(record: dict[str, Any]) -> dict[str, bool]:
         "G_p": _holds_gold(_stage(record, "cypher_to_triples")["triples"], gold),
         "G_t": _holds_gold([h["triple"] for h in _stage(record, "semantic_query")["hits"]], gold),
         "G_g": _holds_gold(_stage(record, "prune")["triples"], gold),
-        "G_f": _holds_gold(ver["triples"], gold) if ver is not None else False,
+        "G_f": _holds_gold(ver["triples"], gold) if ver is not None else None,
     }
 
 
@@ -357,6 +358,8 @@ def attribute_error(record: dict[str, Any], no_verify: dict[str, Any] | None = N
         return "linking/retrieval"
     if not f["G_g"]:
         return "pruning"
+    if _stage(record, "verify") is None:
+        return "answering"  # a run without verification: the answer prompt saw G_g
     if no_verify is not None:
         if no_verify["qid"] != record["qid"]:
             raise ValueError(f"no_verify is another question: {no_verify['qid']} != {record['qid']}")

@@ -152,3 +152,13 @@ def test_pruning_sweep_rescores_recorded_retrieval_without_the_llm():
     rows = {(r["k"], r["threshold"]): r for r in pruning_sweep([rec], thresholds=(0.6, 0.7), extra_ks=(0, 1))}
     assert rows["#subjects(G_p)", 0.7]["gold in G_g"] == 0.0 and rows["#subjects(G_p)", 0.6]["gold in G_g"] == 1.0
     assert rows["#subjects(G_p)+1", 0.6]["ground triples/q"] == 4.0  # Azerbaijan (0.6) joins at k=2
+
+
+def test_a_run_without_verification_has_no_verified_graph():
+    from kgqa_lib.methods.pgakv import attribute_error, gold_funnel
+
+    sketch = [("Georgia", "currency", "Lari")]
+    rec = _record(["Georgian lari"], sketch, _hits("iGE", [("Georgia", "currency", "Georgian lari")], 0.8), [], ["Lari"])
+    rec["trace"] = [s for s in rec["trace"] if s["name"] != "verify"]
+    assert gold_funnel(rec)["G_f"] is None and gold_funnel(rec)["G_g"] is True
+    assert attribute_error(rec) == "answering"  # the answer prompt saw the gold fact in G_g
