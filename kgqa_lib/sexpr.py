@@ -118,6 +118,8 @@ def _to_sparql(expr: Node | str, prefixes: dict[str, str] | None, type_predicate
     node = parse_sexpr(expr) if isinstance(expr, str) else expr
     fresh = _Fresh(type_predicate)
     head = ""
+    if isinstance(node, list) and (not node or not isinstance(node[0], str)):
+        raise SExprError(f"an expression starts with an operator name, not {to_text(node)!r}")
     if isinstance(node, list) and node[0] == "COUNT":
         if len(node) != 2:
             raise SExprError("COUNT takes one argument")
@@ -148,6 +150,8 @@ def _set(node: Node, var: str, fresh: _Fresh) -> list[str]:
     """Graph patterns that bind ``var`` to the members of the set ``node``."""
     if isinstance(node, str):
         return [f"VALUES {var} {{ {_term(node)} }}"]
+    if not node or not isinstance(node[0], str):
+        raise SExprError(f"an expression starts with an operator name, not {to_text(node)!r}")
     op, args = node[0], node[1:]
     if op == "JOIN":
         if len(args) != 2:

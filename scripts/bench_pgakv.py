@@ -35,7 +35,8 @@ from pathlib import Path
 
 from kgqa_lib.evaluate.report import paired_gain, summarize
 from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
-from kgqa_lib.methods.pgakv import ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep
+from kgqa_lib.methods.pgakv import (ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep,
+                                    stage_output)
 from kgqa_lib.paths import results_dir
 
 SETS = ("simple", "multihop", "open")
@@ -43,10 +44,6 @@ METHODS = ("io", "cot", "sc", "qsm", "pgakv")
 VARIANTS = {"pgakv_thr05": "threshold 0.5", "pgakv_noverify": "no verification",
             "pgakv_thr05_noverify": "threshold 0.5, no verification"}  # t2_<set>.<variant>.jsonl
 CLAIM = {"simple": 7.5, "multihop": 7.5, "open": 11.5}  # the paper's abstract: minimum gains over the baselines
-
-
-def _stage(record: dict, name: str) -> dict:
-    return next(st["output"] for st in record["trace"] if st["name"] == name)
 
 
 SAVED = results_dir() / "bench" / "runs" / "pgakv_t2"
@@ -148,8 +145,8 @@ def main() -> int:
             hit = lambda rs: 100 * sum(r["metrics"]["hits@1"] for r in rs) / max(1, len(rs))  # noqa: E731
             gg = lambda rs: sum(gold_funnel(r)["G_g"] for r in rs) / max(1, len(rs))  # noqa: E731
             row = summarize(recs)
-            sketch = {r["qid"]: _stage(r, "generate_pseudo_graph")["text"] for r in full}
-            same_sketch = sum(_stage(r, "generate_pseudo_graph")["text"] == sketch.get(r["qid"]) for r in recs)
+            sketch = {r["qid"]: stage_output(r, "generate_pseudo_graph")["text"] for r in full}
+            same_sketch = sum(stage_output(r, "generate_pseudo_graph")["text"] == sketch.get(r["qid"]) for r in recs)
             lines.append(f"| {VARIANTS[v]} | {s} | {len(recs)} | {same_sketch}/{len(recs)} | {hit(full):.1f} | {hit(recs):.1f} | "
                          f"{pts(paired_gain(recs, full, 'hits@1'))} | {pts(paired_gain(recs, same(best), 'hits@1'))} ({best}) | "
                          f"{pts(paired_gain(recs, same('qsm'), 'hits@1'))} | {gg(full):.3f} → {gg(recs):.3f} | "

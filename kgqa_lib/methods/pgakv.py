@@ -314,7 +314,8 @@ def cypher_statistics(records: list[dict[str, Any]]) -> dict[str, Any]:
 ERROR_STAGES = ("Cypher", "linking/retrieval", "pruning", "verification", "answering")
 
 
-def _stage(record: dict[str, Any], name: str) -> dict[str, Any] | None:
+def stage_output(record: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The output of stage ``name`` in a run record's trace (``None`` if the run skipped it)."""
     return next((s["output"] for s in record["trace"] if s["name"] == name), None)
 
 
@@ -324,18 +325,18 @@ def _holds_gold(triples, gold: set[str]) -> bool:
     return any({normalize_answer(x) for x in t} & gold for t in triples)
 
 
-def gold_funnel(record: dict[str, Any]) -> dict[str, bool]:
+def gold_funnel(record: dict[str, Any]) -> dict[str, bool | None]:
     """Does a gold answer appear in ``G_p`` (sketch), ``G_t`` (retrieved), ``G_g`` (after pruning),
     ``G_f`` (after verification; ``None`` for a run without verification) of one factoid PG&AKV
     run record?"""
     from ..evaluate.metrics import normalize_answer
 
     gold = {normalize_answer(g) for g in record["gold"]}
-    ver = _stage(record, "verify")
+    ver = stage_output(record, "verify")
     return {
-        "G_p": _holds_gold(_stage(record, "cypher_to_triples")["triples"], gold),
-        "G_t": _holds_gold([h["triple"] for h in _stage(record, "semantic_query")["hits"]], gold),
-        "G_g": _holds_gold(_stage(record, "prune")["triples"], gold),
+        "G_p": _holds_gold(stage_output(record, "cypher_to_triples")["triples"], gold),
+        "G_t": _holds_gold([h["triple"] for h in stage_output(record, "semantic_query")["hits"]], gold),
+        "G_g": _holds_gold(stage_output(record, "prune")["triples"], gold),
         "G_f": _holds_gold(ver["triples"], gold) if ver is not None else None,
     }
 
@@ -351,14 +352,14 @@ def attribute_error(record: dict[str, Any], no_verify: dict[str, Any] | None = N
     verified graph ``G_f`` does not (the verifier dropped or never copied it)."""
     if record["metrics"].get("hits@1") == 1.0:
         return None
-    if not _stage(record, "cypher_to_triples")["triples"]:
+    if not stage_output(record, "cypher_to_triples")["triples"]:
         return "Cypher"
     f = gold_funnel(record)
     if not f["G_t"]:
         return "linking/retrieval"
     if not f["G_g"]:
         return "pruning"
-    if _stage(record, "verify") is None:
+    if stage_output(record, "verify") is None:
         return "answering"  # a run without verification: the answer prompt saw G_g
     if no_verify is not None:
         if no_verify["qid"] != record["qid"]:
@@ -371,11 +372,11 @@ def reprune(record: dict[str, Any], k: int | None = None, threshold: float = 0.7
             extra_k: int = 0) -> GroundGraph:
     """Step 3 again on a finished record's retrieved triples, with other settings (no LLM call):
     ``k`` subjects (None: subjects of ``G_p``, plus ``extra_k``) and the mean-cosine ``threshold``."""
-    pg_out = _stage(record, "cypher_to_triples")
+    pg_out = stage_output(record, "cypher_to_triples")
     pg = PseudoGraph("", pg_out["cypher"], [tuple(t) for t in pg_out["triples"]])
     if k is None:
         k = max(1, len({s for s, _, _ in pg.triples})) + extra_k
-    sq = _stage(record, "semantic_query")
+    sq = stage_output(record, "semantic_query")
     return prune(Retrieval(sq["seeds"], sq["candidates"], sq["hits"]), pg, k, threshold)
 
 
@@ -387,7 +388,7 @@ def pruning_sweep(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5,
     from ..evaluate.metrics import normalize_answer
 
     rows = []
-    recs = [r for r in records if _stage(r, "semantic_query") is not None]
+    recs = [r for r in records if stage_output(r, "semantic_query") is not None]
     for extra in extra_ks:
         for thr in thresholds:
             kept, sizes = 0, []
