@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import lru_cache
 from pathlib import Path
 
-from kgqa_lib.evaluate.report import paired_gain, summarize
+from kgqa_lib.evaluate.report import best_baseline_gain, format_gain, paired_gain, summarize
 from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
 from kgqa_lib.methods.pgakv import (ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep,
                                     stage_output)
@@ -41,6 +42,7 @@ from kgqa_lib.paths import results_dir
 
 SETS = ("simple", "multihop", "open")
 METHODS = ("io", "cot", "sc", "qsm", "pgakv")
+KG_FREE = ("io", "cot", "sc")
 VARIANTS = {"pgakv_thr05": "threshold 0.5", "pgakv_noverify": "no verification",
             "pgakv_thr05_noverify": "threshold 0.5, no verification"}  # t2_<set>.<variant>.jsonl
 CLAIM = {"simple": 7.5, "multihop": 7.5, "open": 11.5}  # the paper's abstract: minimum gains over the baselines
@@ -77,13 +79,8 @@ def main() -> int:
     if args.save or args.restore:
         save(runs) if args.save else restore(runs)
         return 0
-    rows, lines = {}, []
-    for s in SETS:
-        for m in METHODS:
-            f = run_file(runs, s, m)
-            recs = read_records(f) if f.exists() else []
-            if recs:
-                rows[s, m] = summarize(recs)
+    load = lru_cache(maxsize=None)(lambda s, m: read_records(run_file(runs, s, m)))  # [] when not run
+    rows, lines = {(s, m): summarize(load(s, m)) for s in SETS for m in METHODS if load(s, m)}, []
     metric = {s: "rouge_l" if s == "open" else "hits@1" for s in SETS}
     lines.append("# PG&AKV on the full mini-world sets (local Qwen2.5-Coder-1.5B)\n")
     lines.append("Hits@1 (simple, multihop) and ROUGE-L (open), 95% bootstrap CI; n = questions done.\n")
@@ -100,29 +97,22 @@ def main() -> int:
     lines.append("| set | PG&AKV | best KG-free (IO/CoT/SC) | gain [95% CI] | QSM | gain over QSM [95% CI] | paper's minimum gain |")
     lines.append("|---|---|---|---|---|---|---|")
     for s in SETS:
-        p = rows.get((s, "pgakv"))
-        base = [(rows[s, m][metric[s]], m) for m in ("io", "cot", "sc") if (s, m) in rows]
-        if p is None or not base:
+        pg, kg_free = load(s, "pgakv"), {m: load(s, m) for m in KG_FREE if load(s, m)}
+        if not pg or not kg_free:
             lines.append(f"| {s} | — | — | — | — | — | {CLAIM[s]} |")
             continue
-        pg = read_records(run_file(runs, s, "pgakv"))
-
-        def gain(m):
-            g, lo, hi, _ = paired_gain(pg, read_records(run_file(runs, s, m)), metric[s])
-            return f"{100 * g:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-
-        bv, bm = max(base)
+        best, best_mean, gain = best_baseline_gain(pg, kg_free, metric[s])
         q = rows.get((s, "qsm"))
-        qsm = f"{100 * q[metric[s]]:.1f} | {gain('qsm')}" if q else "— | —"
-        lines.append(f"| {s} | {100 * p[metric[s]]:.1f} | {100 * bv:.1f} ({bm}) | {gain(bm)} | {qsm} | +{CLAIM[s]} |")
+        qsm = f"{100 * q[metric[s]]:.1f} | {format_gain(paired_gain(pg, load(s, 'qsm'), metric[s]))}" if q else "— | —"
+        lines.append(f"| {s} | {100 * rows[s, 'pgakv'][metric[s]]:.1f} | {100 * best_mean:.1f} ({best}) | {format_gain(gain)} | "
+                     f"{qsm} | +{CLAIM[s]} |")
     lines.append("\n## Cost per question\n")
     lines.append("| set | method | n | errors | calls/q | tokens/q | s/q | LLM s/q (recorded) | outside LLM s/q | outside share |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for (s, m), r in rows.items():
         lines.append(f"| {s} | {m} | {r['n']} | {r['errors']} | {r['calls/q']:.2f} | {r['tokens/q']:.0f} | {r['s/q']:.2f} | "
                      f"{r['llm_s/q (recorded)']:.2f} | {r['outside_llm_s/q']:.3f} | {r['outside_share']:.3f} |")
-    variants = {(v, s): read_records(run_file(runs, s, v)) for v in VARIANTS for s in SETS if s != "open"}
-    variants = {key: recs for key, recs in variants.items() if recs}
+    variants = {(v, s): load(s, v) for v in VARIANTS for s in SETS if s != "open" and load(s, v)}
     if variants:
         lines.append("\n## PG&AKV variants end to end: pruning threshold 0.5, no verification, both\n")
         lines.append("Against the full method (threshold 0.7, with verification) on the same questions, paired bootstrap 95% "
@@ -131,34 +121,27 @@ def main() -> int:
         lines.append("| variant | set | n | same sketch | full PG&AKV | variant | gain over full | gain over best KG-free "
                      "| gain over QSM | gold in G_g | tokens/q | LLM s/q |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        hit = lambda rs: 100 * sum(r["metrics"]["hits@1"] for r in rs) / max(1, len(rs))  # noqa: E731
+        gg = lambda rs: sum(gold_funnel(r)["G_g"] for r in rs) / max(1, len(rs))  # noqa: E731
         for (v, s), recs in variants.items():
             qids = {r["qid"] for r in recs}
-
-            def same(m):
-                return [r for r in read_records(run_file(runs, s, m)) if r["qid"] in qids]
-
-            def pts(g):
-                return f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, {100 * g[2]:+.1f}]"
-
-            full = same("pgakv")
-            best = max(("io", "cot", "sc"), key=lambda m: sum(r["metrics"]["hits@1"] for r in same(m)))
-            hit = lambda rs: 100 * sum(r["metrics"]["hits@1"] for r in rs) / max(1, len(rs))  # noqa: E731
-            gg = lambda rs: sum(gold_funnel(r)["G_g"] for r in rs) / max(1, len(rs))  # noqa: E731
+            full = [r for r in load(s, "pgakv") if r["qid"] in qids]
+            best, _, gain = best_baseline_gain(recs, {m: load(s, m) for m in KG_FREE}, "hits@1")
             row = summarize(recs)
             sketch = {r["qid"]: stage_output(r, "generate_pseudo_graph")["text"] for r in full}
             same_sketch = sum(stage_output(r, "generate_pseudo_graph")["text"] == sketch.get(r["qid"]) for r in recs)
             lines.append(f"| {VARIANTS[v]} | {s} | {len(recs)} | {same_sketch}/{len(recs)} | {hit(full):.1f} | {hit(recs):.1f} | "
-                         f"{pts(paired_gain(recs, full, 'hits@1'))} | {pts(paired_gain(recs, same(best), 'hits@1'))} ({best}) | "
-                         f"{pts(paired_gain(recs, same('qsm'), 'hits@1'))} | {gg(full):.3f} → {gg(recs):.3f} | "
+                         f"{format_gain(paired_gain(recs, full, 'hits@1'))} | {format_gain(gain)} ({best}) | "
+                         f"{format_gain(paired_gain(recs, load(s, 'qsm'), 'hits@1'))} | {gg(full):.3f} → {gg(recs):.3f} | "
                          f"{row['tokens/q']:.0f} | {row['llm_s/q (recorded)']:.1f} |")
-    pg = [rec for s in SETS for rec in (read_records(run_file(runs, s, "pgakv")) if run_file(runs, s, "pgakv").exists() else [])]
+    pg = [rec for s in SETS for rec in load(s, "pgakv")]
     if pg:
         lines.append("\n## Cypher written by the local model (all PG&AKV questions above)\n")
         lines.append("| measure | value |")
         lines.append("|---|---|")
         for k, v in cypher_statistics(pg).items():
             lines.append(f"| {k} | {v} |")
-    factoid = {s: read_records(run_file(runs, s, "pgakv")) for s in SETS if s != "open" and run_file(runs, s, "pgakv").exists()}
+    factoid = {s: load(s, "pgakv") for s in SETS if s != "open" and load(s, "pgakv")}
     if factoid:
         lines.append("\n## Where the gold answer is lost (factoid sets, from each record's trace)\n")
         lines.append("Share of questions whose graph at each stage holds a gold answer: sketch `G_p`, retrieved `G_t` "

@@ -55,6 +55,28 @@ def paired_gain(records: list[dict[str, Any]], baseline: list[dict[str, Any]], m
     return mean, lo, hi, len(diffs)
 
 
+def best_baseline_gain(records: list[dict[str, Any]], baselines: dict[str, list[dict[str, Any]]], metric: str,
+                       seed: int = 0) -> tuple[str, float, tuple[float, float, float, int]]:
+    """(name, its mean, paired gain): the baseline with the highest mean ``metric`` on the questions
+    ``records`` answered (ties: the first named), and :func:`paired_gain` of ``records`` over it."""
+    qids = {r["qid"] for r in records}
+    means = {}
+    for name, recs in baselines.items():
+        values = [r["metrics"][metric] for r in recs if r["qid"] in qids and r["metrics"].get(metric) is not None]
+        if values:
+            means[name] = sum(values) / len(values)
+    if not means:
+        raise ValueError(f"no baseline answered these questions with {metric!r}")
+    best = max(means, key=means.get)
+    return best, means[best], paired_gain(records, baselines[best], metric, seed)
+
+
+def format_gain(gain: tuple[float, float, float, int]) -> str:
+    """A :func:`paired_gain` in points: ``+9.9 [+4.3, +15.5]``."""
+    mean, lo, hi = (100 * x for x in gain[:3])
+    return f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+
+
 def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
     """A pandas DataFrame with one row per run file."""
     import pandas as pd

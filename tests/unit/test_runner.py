@@ -146,3 +146,18 @@ def test_paired_gain_matches_questions_by_qid():
     # a question only one run answered is left out
     assert paired_gain(a + [{"qid": "x", "metrics": {"hits@1": 1.0}}], b, "hits@1")[3] == 10
     assert paired_gain(a, a, "hits@1")[:3] == (0.0, 0.0, 0.0)
+
+
+def test_best_baseline_gain_picks_the_best_on_the_same_questions():
+    from kgqa_lib.evaluate.report import best_baseline_gain, format_gain
+
+    rec = lambda qid, v: {"qid": qid, "metrics": {"hits@1": v}}  # noqa: E731
+    method = [rec(str(i), 1.0) for i in range(4)]
+    io = [rec("0", 1.0), rec("1", 1.0), rec("2", 0.0), rec("3", 0.0), rec("x", 1.0)]  # "x": not a shared question
+    cot = [rec("0", 1.0), rec("1", 1.0), rec("2", 0.0), rec("3", 0.0)]  # ties with io → io, the first named
+    sc = [rec(str(i), 0.0) for i in range(4)]
+    best, mean, gain = best_baseline_gain(method, {"io": io, "cot": cot, "sc": sc}, "hits@1")
+    assert (best, mean, gain[0], gain[3]) == ("io", 0.5, 0.5, 4)
+    assert best_baseline_gain(method, {"sc": sc, "cot": cot}, "hits@1")[0] == "cot"
+    assert format_gain((0.099, 0.043, 0.155, 161)) == "+9.9 [+4.3, +15.5]"
+    assert format_gain((-0.023, -0.08, 0.023, 88)) == "-2.3 [-8.0, +2.3]"
