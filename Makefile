@@ -61,13 +61,19 @@ normalize: setup
 
 # Debian's Virtuoso 7.2 for the endpoint tests (~15 s with apt); where it cannot be installed (no
 # apt, not root) the Virtuoso test skips and says why. The Oxigraph server comes from PyPI (setup).
+# The tests start their own instances (127.0.0.1, random password) and stop them by pid; the only
+# thing stopped here is the system service the package's install just started (through its own
+# init script, which stops it by its pid file), never any other Virtuoso on the machine.
 virtuoso:
 	@command -v virtuoso-t >/dev/null && exit 0; \
 	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q virtuoso-opensource >/dev/null 2>&1 \
-		|| { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q virtuoso-opensource >/dev/null 2>&1; } \
-		|| echo "note: could not install virtuoso-opensource; its test will skip"; \
-		pkill -x virtuoso-t 2>/dev/null || true; \
+		if DEBIAN_FRONTEND=noninteractive apt-get install -y -q virtuoso-opensource >/dev/null 2>&1 \
+		|| { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q virtuoso-opensource >/dev/null 2>&1; }; then \
+			if invoke-rc.d virtuoso-opensource-7 status >/dev/null 2>&1; then \
+				invoke-rc.d virtuoso-opensource-7 stop >/dev/null 2>&1 || true; \
+				echo "note: stopped the virtuoso-opensource-7 service the install started (disable it at boot with: update-rc.d virtuoso-opensource-7 disable)"; \
+			fi; \
+		else echo "note: could not install virtuoso-opensource; its test will skip"; fi; \
 	else echo "note: Virtuoso not installed (needs apt-get as root); its test will skip"; fi
 
 clean-venv:

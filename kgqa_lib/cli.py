@@ -8,19 +8,65 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
+
+from .errors import UsageError, UserError
 
 
-def _parse_set(items: list[str]) -> dict:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+# Argument checks live here, as argparse types: a bad value is one line on stderr, exit code 2.
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
         try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expects a number ≥ {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int ≥ {low}"
+    return parse
+
+
+_positive_int = _int_at_least(1)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    """``--set KEY=VALUE`` → (KEY, VALUE); the value is converted later, by the setting's type."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expects KEY=VALUE (e.g. --set threshold=0.5), got {text!r}")
+    return key.strip(), value
+
+
+def _grid_item(text: str) -> tuple[str, list[str]]:
+    """``--grid KEY=V1,V2`` → (KEY, [V1, V2])."""
+    key, sep, values = text.partition("=")
+    items = [v.strip() for v in values.split(",")]
+    if not sep or not key.strip() or not any(items):
+        raise argparse.ArgumentTypeError(f"expects KEY=V1,V2,… (e.g. --grid N_QUESTIONS=4,50), got {text!r}")
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"has an empty value in {text!r}: write KEY=V1,V2 without empty items")
+    return key.strip(), items
+
+
+def _existing_file(text: str) -> str:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no run file {text!r}" + (" (a folder)" if Path(text).is_dir() else "")
+                                         + ": give the path of a .jsonl or .jsonl.gz run file")
+    return text
+
+
+def _literal(value: str) -> Any:
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value
+
+
+def _parse_set(items: list) -> dict:
+    """Notebook parameters (``kgqa reproduce --set``): values are Python literals, else strings."""
+    return {key: _literal(value) for key, value in (i if isinstance(i, tuple) else _key_value(i) for i in items or [])}
 
 
 KG_METHODS = {"pgakv", "qsm", "keqing"}
@@ -36,10 +82,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .datasets import load_dataset
     from .evaluate.report import format_table, summarize
     from .evaluate.runner import run
-    from .llm import make_llm
-    from .methods import Context
+    from .llm import check_llm, make_llm
+    from .methods import Context, coerce_settings
 
-    ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)  # errors: see main()
+    if args.help_settings:
+        print(settings_help(args.method))
+        return 0
+    if not args.dataset:
+        raise UsageError("kgqa run needs --dataset (e.g. tiny:films, miniworld:simple, metaqa:1hop:dev or a .jsonl file)")
+    # Everything the command names is checked before any cache or run file is opened (errors: see main())
+    settings = coerce_settings(dict(args.set), args.method)  # unknown method, setting or value
+    ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
+    check_llm(args.llm, args.llm_mode)  # unknown --llm, no API key
     # Transcripts under data/llm_cache/ are committed, so only runs on the project's own data
     # write them; prompts of external benchmarks stay in the machine's SQLite cache.
     from .llm import LLMCache
@@ -47,8 +101,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     own = bool(ds.source_files) and all(data_dir().resolve() in p.resolve().parents for p in ds.source_files)
     record = own and not args.no_transcripts
-    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None))
-    settings = _parse_set(args.set)
     kg = embedder = None
     if args.kg or args.method in KG_METHODS:
         from .embed import Embedder
@@ -68,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .embed import Embedder
 
         embedder = Embedder()
+    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None))
     ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=settings, seed=args.seed)
     out = args.out
     if out is None:
@@ -75,11 +128,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         tag = f"sample{args.sample}-seed{args.seed}" if args.sample else ""
         out = default_run_path(args.method, ds.name, llm.model_id, tag)
-    records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet, workers=args.workers)
+    from .evaluate.runner import RunIncomplete
+
+    try:
+        records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet, workers=args.workers)
+    except RunIncomplete as exc:  # endpoint down / replay miss: those questions have no record (exit 3, not
+        print(f"error: {exc} (run file: {out})", file=sys.stderr)  # 2: the command was right, the server was not)
+        return 3
     import pandas as pd
 
+    if records.rescored:
+        print(f"note: {records.rescored} record(s) re-scored from their stored prediction: their question or "
+              "gold answers changed since they were run", file=sys.stderr)
     print(format_table(pd.DataFrame([summarize(records)])))
     return 0
+
+
+def settings_help(method: str) -> str:
+    """``kgqa run --method X --help-settings``: every setting with its type, default and help."""
+    from .methods import method_settings
+
+    cls = method_settings(method)
+    rows = cls.describe()
+    w_name, w_type = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    w_def = max(len(repr(r[2])) for r in rows)
+    lines = [f"settings of {method} (kgqa run --method {method} --set KEY=VALUE; bools: true/false/yes/no/1/0):"]
+    lines += [f"  {n:<{w_name}}  {t:<{w_type}}  {d!r:<{w_def}}  {h}" for n, t, d, h in rows]
+    return "\n".join(lines)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -90,7 +165,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not paths:
         print("no run files given and none under results/runs/", file=sys.stderr)
         return 2
-    df = report(paths, args.metrics.split(",") if args.metrics else None)
+    import warnings
+
+    from .evaluate.runner import DuplicateRecordsWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DuplicateRecordsWarning)  # said once below, as a note
+        df = report(paths, args.metrics.split(",") if args.metrics else None)
+    for run_name, n in df.attrs.get("duplicates", {}).items():
+        print(f"note: {run_name}: {n} duplicate record(s) of the same question ignored (the last one counts); "
+              "two runs wrote this file", file=sys.stderr)
     table = format_table(df)
     print(table)
     if args.out:
@@ -158,9 +242,13 @@ def cmd_workshop(args: argparse.Namespace) -> int:
     from .doctor import make_workshop
     from .notebooks import relative
 
-    written = make_workshop(args.out)
-    print(f"{len(written)} notebooks without outputs in {relative(written[0].parent) if written else args.out}; "
+    ws = make_workshop(args.out, force=args.force)
+    where = relative(ws.copies[0].parent) if ws.copies else args.out
+    print(f"{len(ws.written)} notebooks without outputs in {where}; "
           "open them with `.venv/bin/jupyter lab` (check the setup with `kgqa doctor`)")
+    if ws.kept:
+        print(f"kept {len(ws.kept)} edited copies (not overwritten): {', '.join(p.name for p in ws.kept)}; "
+              "`kgqa workshop --force` replaces them with fresh copies")
     return 0
 
 
@@ -171,28 +259,40 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                      llm_mode=args.llm_mode, out=args.out, resume=args.resume)
 
 
-def _parse_grid(items: list[str]) -> dict[str, list]:
+def _parse_grid(items: list) -> dict[str, list]:
     """``--grid N_PER_SET=4,50`` → {"N_PER_SET": [4, 50]} (values parsed like --set)."""
-    grid = {}
-    for item in items:
-        key, _, values = item.partition("=")
-        grid[key] = [_parse_set([f"{key}={v}"])[key] for v in values.split(",")]
+    grid: dict[str, list] = {}
+    for item in items or []:
+        key, values = item if isinstance(item, tuple) else _grid_item(item)
+        if key in grid:
+            raise UsageError(f"--grid {key} is given twice: list all its values once, --grid {key}=V1,V2,V3")
+        grid[key] = [_literal(v) for v in values]
     return grid
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad command line is a :class:`UsageError` (one line on stderr, exit code 2: see main)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kgqa", description=__doc__)
+    p = _Parser(prog="kgqa", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a method over a dataset (resumable)")
-    r.add_argument("--method", required=True)
-    r.add_argument("--dataset", required=True, help="e.g. metaqa:1hop:dev, tiny:films, or a .jsonl path")
-    r.add_argument("--limit", type=int, default=None, help="the first N questions")
-    r.add_argument("--sample", type=int, default=None, help="a seeded random subset of N questions (--seed)")
+    r.add_argument("--method", required=True, help="io | cot | sc | qsm | pgakv | fusic | keqing")
+    r.add_argument("--dataset", default=None, help="e.g. metaqa:1hop:dev, tiny:films, or a .jsonl path (required)")
+    r.add_argument("--help-settings", action="store_true",
+                   help="list the method's settings (--set KEY=VALUE) with types, defaults and help, and exit")
+    r.add_argument("--limit", type=_positive_int, default=None, help="the first N questions")
+    r.add_argument("--sample", type=_positive_int, default=None, help="a seeded random subset of N questions (--seed)")
     r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | openai:MODEL (default $KGQA_LLM or local)")
     r.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="method setting")
+    r.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+                   help="method setting (see --help-settings)")
     r.add_argument("--out", default=None, help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
     r.add_argument("--overwrite", action="store_true")
     r.add_argument("--kg", default=None, help="KG for KG-based methods (pgakv, qsm, keqing): miniworld | miniworld:freebase | "
@@ -201,12 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-transcripts", action="store_true",
                    help="keep new LLM answers in the machine's cache only (benchmarks), not in data/llm_cache/")
     r.add_argument("--quiet", action="store_true")
-    r.add_argument("--workers", type=int, default=1,
+    r.add_argument("--workers", type=_positive_int, default=1,
                    help="questions run concurrently (remote LLM/endpoint; the local model serialises its calls)")
     r.set_defaults(fn=cmd_run)
 
     rep = sub.add_parser("report", help="aggregate run files into a table")
-    rep.add_argument("runs", nargs="*")
+    rep.add_argument("runs", nargs="*", type=_existing_file)
     rep.add_argument("--metrics", default=None, help="comma-separated, e.g. hits@1,f1")
     rep.add_argument("--out", default=None, help="write Markdown here (and a .csv beside it)")
     rep.set_defaults(fn=cmd_report)
@@ -229,10 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("action", choices=["build"])
     sl.add_argument("--dataset", required=True, help="e.g. qald10:tog, simplequestions:tog, webqsp:test, grailqa:dev")
     sl.add_argument("--kg", required=True, help="sparql+http://HOST:PORT/PATH#profile=wikidata|freebase")
-    sl.add_argument("--depth", type=int, default=1)
-    sl.add_argument("--fanout", type=int, default=100, help="edges kept per node and direction")
-    sl.add_argument("--limit", type=int, default=None)
-    sl.add_argument("--sample", type=int, default=None)
+    sl.add_argument("--depth", type=_positive_int, default=1)
+    sl.add_argument("--fanout", type=_positive_int, default=100, help="edges kept per node and direction")
+    sl.add_argument("--limit", type=_positive_int, default=None)
+    sl.add_argument("--sample", type=_positive_int, default=None)
     sl.add_argument("--seed", type=int, default=0)
     sl.add_argument("--refresh", action="store_true", help="cut again even when cached")
     sl.set_defaults(fn=cmd_slices)
@@ -243,11 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_doctor)
     w = sub.add_parser("workshop", help="copies of the notebooks with outputs stripped (default: workshop/)")
     w.add_argument("--out", default=None)
+    w.add_argument("--force", action="store_true", help="also overwrite copies a participant edited or ran")
     w.set_defaults(fn=cmd_workshop)
     rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
     rp.add_argument("--only", nargs="*", help="substrings of notebook names")
-    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="notebook parameter")
-    rp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+    rp.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE", help="notebook parameter")
+    rp.add_argument("--grid", action="append", default=[], type=_grid_item, metavar="KEY=V1,V2",
                     help="sweep a notebook parameter: one run per value combination, each in its own folder")
     rp.add_argument("--llm", default=None, help="LLM for every notebook (local | local:qwen2.5-0.5b | openai:MODEL)")
     rp.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
@@ -265,22 +366,30 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .llm import ReplayMiss
     from .models import ModelNotAvailable
     from .remote import EndpointError
+    from .evaluate.runner import RunLocked
     from .slices import SliceMissing
 
-    return (DatasetNotFound, EndpointError, SliceMissing, QueryTimeout, ReplayMiss, ModelNotAvailable)
+    return (UserError, DatasetNotFound, EndpointError, SliceMissing, QueryTimeout, ReplayMiss, ModelNotAvailable,
+            RunLocked)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """The one place a user error (bad argument, setting, data file or setup; see
+    :mod:`kgqa_lib.errors`) becomes ``error: …`` on one line of stderr and exit code 2."""
     try:
+        args = build_parser().parse_args(argv)
         return args.fn(args)
     except _user_errors() as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except ValueError as exc:  # unknown dataset / KG / profile names: the message lists the choices
         if "Unknown" not in str(exc) and "unknown" not in str(exc):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

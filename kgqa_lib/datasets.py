@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import UserError
 from .paths import data_dir, external_data_dir
 
 
@@ -43,6 +44,14 @@ class Question:
 
 class DatasetNotFound(FileNotFoundError):
     """A benchmark's files are missing; the message says where to get them."""
+
+
+class DatasetError(UserError, ValueError):
+    """A dataset spec or file that cannot be read as questions (unknown name, too many parts, a line
+    that is not a question record); the message names the place and the expected form."""
+
+
+RECORD_FORM = '{"qid": "q1", "question": "who directed Inception", "answers": ["Christopher Nolan"]}'
 
 
 @dataclass
@@ -176,7 +185,38 @@ def load_jsonl(path: str | Path, name: str | None = None, kg: str | None = None)
     path = Path(path)
     if not path.exists():
         raise DatasetNotFound(f"{path} not found.")
-    questions = [Question.from_dict(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not path.is_file():
+        raise DatasetError(f"{path} is not a file: give a .jsonl file of question records, one per line: {RECORD_FORM}")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): a dataset file holds one "
+                           f"JSON question record per line: {RECORD_FORM}") from None
+    questions, seen = [], set()
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError as exc:
+            raise DatasetError(f"{path}, line {i}: not JSON ({exc}); each line must be one question record: "
+                               f"{RECORD_FORM}") from None
+        if not isinstance(d, dict):
+            raise DatasetError(f"{path}, line {i}: a JSON {type(d).__name__}, not a question record: {RECORD_FORM}")
+        missing = [k for k in ("qid", "question", "answers") if k not in d]
+        if missing:
+            raise DatasetError(f"{path}, line {i}: missing {', '.join(missing)}; every record needs qid, question "
+                               f"and answers: {RECORD_FORM}")
+        if not isinstance(d["question"], str) or not isinstance(d["answers"], list):
+            raise DatasetError(f"{path}, line {i}: 'question' must be a string and 'answers' a list of strings: "
+                               f"{RECORD_FORM}")
+        if d["qid"] in seen:
+            raise DatasetError(f"{path}, line {i}: qid {d['qid']!r} is used twice; give every question its own qid "
+                               "(run files are resumed by qid)")
+        seen.add(d["qid"])
+        questions.append(Question.from_dict(d))
+    if not questions:
+        raise DatasetError(f"{path} holds no questions: write one JSON record per line: {RECORD_FORM}")
     return Dataset(name or path.stem, questions, kg=kg, source_files=[path])
 
 
@@ -227,6 +267,15 @@ def load_dataset(spec: str, limit: int | None = None, sample: int | None = None,
     else:
         name, *rest = spec.split(":")
         if name not in _LOADERS:
-            raise ValueError(f"Unknown dataset {spec!r}; known: {', '.join(sorted(_LOADERS))} (or a .jsonl path)")
+            raise DatasetError(f"Unknown dataset {spec!r}; known: {', '.join(sorted(_LOADERS))} (or a .jsonl path)")
+        import inspect
+
+        try:
+            inspect.signature(_LOADERS[name]).bind(*rest)
+        except TypeError:
+            n = len(inspect.signature(_LOADERS[name]).parameters)
+            form = f"{name}:{':'.join(['PART', 'SPLIT'][:n])}"
+            what = f"takes at most {n} part(s) after '{name}:'" if len(rest) > n else "needs more parts"
+            raise DatasetError(f"Unknown dataset {spec!r}: {name} {what} (the form is {form})") from None
         ds = _LOADERS[name](*rest)
     return ds.sample(sample, seed).head(limit)

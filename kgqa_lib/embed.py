@@ -65,6 +65,39 @@ def sentence_transformer_class():
     return SentenceTransformer
 
 
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+_OFFLINE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def hf_offline():
+    """Hugging Face libraries strictly offline for this block only (a model load), not for the
+    process: ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` and ``huggingface_hub``'s offline constant
+    (read from the environment once, at import) are set, then restored to what they were, so the
+    user's own downloads later in the same process still work. Import the libraries before
+    entering, or their import-time constants would keep the offline value."""
+    try:
+        from huggingface_hub import constants as hf_constants
+    except ImportError:  # pragma: no cover - a dependency of sentence-transformers
+        hf_constants = None
+    with _OFFLINE_LOCK:  # concurrent loads must not restore each other's values
+        saved = {name: os.environ.get(name) for name in _OFFLINE_VARS}
+        saved_const = getattr(hf_constants, "HF_HUB_OFFLINE", None)
+        os.environ.update({name: "1" for name in _OFFLINE_VARS})
+        if saved_const is not None:
+            hf_constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            if saved_const is not None:
+                hf_constants.HF_HUB_OFFLINE = saved_const
+
+
 def _is_offline_alias(name: str | None) -> bool:
     return name is None or name.strip().lower() in _OFFLINE_ALIASES
 
@@ -146,16 +179,15 @@ class Embedder:
     def _load(self):
         """The SentenceTransformer, loaded on first use, strictly offline."""
         if self._st is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            SentenceTransformer = sentence_transformer_class()
+            SentenceTransformer = sentence_transformer_class()  # imported outside hf_offline(): see there
 
             path = _offline_model_path() if self.model_id == DEFAULT_MODEL else self.model
             try:
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()  # no "Loading weights" bar on stderr in notebooks
-                self._st = SentenceTransformer(path, device=self.device, local_files_only=True)
+                with hf_offline():
+                    self._st = SentenceTransformer(path, device=self.device, local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - re-raised with the fix
                 raise RuntimeError(
                     f"Cannot load the sentence encoder {self.model!r} offline ({type(exc).__name__}: {exc}). "

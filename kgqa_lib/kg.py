@@ -13,14 +13,19 @@ import re
 import threading
 import time
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol, Sequence
 from urllib.parse import quote, unquote
 
 import pyoxigraph as ox
+
+from .errors import UserError
+
+# The read-only guard for queries the LLM writes (rdflib's parser + a tokenizer); its names are
+# re-exported here, where callers have always found them.
+from .sparql_guard import (MAX_QUERY_DEPTH, QueryRejected, QuerySyntaxError, check_read_only, guard_query,  # noqa: F401
+                           nesting_depth)
 
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 SKOS_ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
@@ -74,12 +79,9 @@ class QueryResult:
         return self.rows[i]
 
 
-class QueryRejected(ValueError):
-    """The query is not a read-only SELECT/ASK, or it does not parse."""
-
-
 class QueryTimeout(TimeoutError):
-    """The query ran past its timeout (its worker thread may still finish in the background)."""
+    """The query ran past its timeout; it was stopped (the embedded backend kills its worker
+    process, see :mod:`kgqa_lib.query_worker`; an endpoint is sent its own timeout parameter)."""
 
 
 def humanise_relation(name: str) -> str:
@@ -115,41 +117,7 @@ class KnowledgeGraph(Protocol):
 # --------------------------------------------------------------------------------------------
 # The embedded backend
 # --------------------------------------------------------------------------------------------
-_FORBIDDEN = re.compile(r"\b(INSERT|DELETE|LOAD|CLEAR|DROP|CREATE|COPY|MOVE|ADD|SERVICE|WITH)\b", re.I)
-_STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>')
-_COMMENTS = re.compile(r"#[^\n]*")
-
-
-MAX_QUERY_DEPTH = 64  # pyoxigraph's parser overflows the C stack (a segfault) at ~3000 nested brackets
-
-
-def nesting_depth(query: str) -> int:
-    """The deepest bracket nesting (``(``, ``{``, ``[``) of a query text."""
-    depth = deepest = 0
-    for ch in query:
-        if ch in "({[":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in ")}]":
-            depth = max(0, depth - 1)
-    return deepest
-
-
-def check_read_only(query: str) -> str:
-    """Return the query form (``SELECT``/``ASK``) or raise :class:`QueryRejected` (updates, LOAD,
-    SERVICE…, or brackets nested deeper than :data:`MAX_QUERY_DEPTH`)."""
-    depth = nesting_depth(query)
-    if depth > MAX_QUERY_DEPTH:
-        raise QueryRejected(f"the query nests brackets {depth} levels deep (limit {MAX_QUERY_DEPTH}); write a flat query")
-    bare = _COMMENTS.sub(" ", _STRINGS.sub(" ", query))
-    bad = _FORBIDDEN.search(bare)
-    if bad:
-        raise QueryRejected(f"only read-only SELECT/ASK queries are run; found {bad.group(1).upper()}")
-    body = re.sub(r"^\s*((PREFIX\s+\S*\s*:?\s*|BASE\s*)\s*)+", "", bare, flags=re.I)
-    form = re.match(r"\s*(\w+)", body)
-    if not form or form.group(1).upper() not in ("SELECT", "ASK"):
-        raise QueryRejected(f"only SELECT/ASK queries are run; got {form.group(1) if form else 'nothing'}")
-    return form.group(1).upper()
+# The read-only guard for queries the LLM writes is kgqa_lib.sparql_guard (imported above).
 
 
 def _ox_value(term) -> str:
@@ -294,6 +262,8 @@ class EmbeddedKG(KGBase):
         self.store: ox.Store = store
         self._g = ox.NamedNode(GRAPH_IRI)
         self._label_pred = ox.NamedNode(label_predicate)
+        self._generation = 0  # bumped by every load: query workers opened before it are stale
+        self._workers = None  # kgqa_lib.query_worker.WorkerPool, started by the first sparql()
 
     # ---- loading -------------------------------------------------------------------------
     def load_ntriples(self, data: bytes | str | Path, fmt: ox.RdfFormat = ox.RdfFormat.N_TRIPLES) -> None:
@@ -303,6 +273,7 @@ class EmbeddedKG(KGBase):
         else:
             self.store.bulk_load(input=data.encode() if isinstance(data, str) else data, format=fmt, to_graph=self._g)
         self.store.optimize() if self.store_dir else None
+        self._generation += 1
         self._index = None
         self._label_cache.clear()
 
@@ -378,8 +349,8 @@ class EmbeddedKG(KGBase):
         return frontier
 
     def relations(self) -> list[str]:
-        res = self.sparql(f"SELECT DISTINCT ?p WHERE {{ GRAPH <{GRAPH_IRI}> {{ ?s ?p ?o }} }}", max_rows=100000)
-        return sorted(r["p"] for r in res if r["p"] not in self._naming)
+        res = self.store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH <{GRAPH_IRI}> {{ ?s ?p ?o }} }}")  # ours: in process
+        return sorted(p for p in (_ox_value(sol["p"]) for sol in res) if p not in self._naming)
 
     def entities(self) -> Iterator[str]:
         seen = set()
@@ -399,37 +370,62 @@ class EmbeddedKG(KGBase):
     # ---- SPARQL --------------------------------------------------------------------------
     def sparql(self, query: str, timeout: float = 10.0, max_rows: int = 10000) -> QueryResult:
         """Run a read-only SELECT/ASK with a timeout and a row cap. The KG's triples are the
-        default graph. Values come back as strings (IRIs or literal values)."""
-        form = check_read_only(query)
-        started = time.perf_counter()
+        default graph. Values come back as strings (IRIs or literal values).
 
-        def work() -> QueryResult:
-            try:
-                res = self.store.query(query, default_graph=self._g)
-            except SyntaxError as exc:
-                raise QueryRejected(f"SPARQL does not parse: {exc}") from exc
-            if isinstance(res, ox.QueryBoolean):
-                return QueryResult([], [], boolean=bool(res))
-            names = [v.value for v in res.variables]
-            rows, truncated = [], False
-            for sol in res:
-                if len(rows) >= max_rows:
-                    truncated = True
-                    break
-                rows.append({n: _ox_value(sol[n]) for n in names if sol[n] is not None})
-            return QueryResult(names, rows, truncated)
+        The query is checked by :func:`kgqa_lib.sparql_guard.guard_query` and run in a worker
+        process (:mod:`kgqa_lib.query_worker`) that cannot open a network socket and is killed
+        when the timeout passes, so a timed-out query stops using the CPU at once."""
+        from .query_worker import WorkerDied, WorkerPool, WorkerTimeout
 
-        pool = ThreadPoolExecutor(max_workers=1)
-        fut = pool.submit(work)
+        with self._lock:
+            if self._workers is None:
+                self._workers = WorkerPool(self._worker_source)
         try:
-            result = fut.result(timeout=timeout)
-        except FutureTimeout as exc:
-            raise QueryTimeout(f"SPARQL query exceeded {timeout:.1f} s") from exc
-        finally:
-            pool.shutdown(wait=False)
-        result.seconds = time.perf_counter() - started
-        assert form in ("SELECT", "ASK")
-        return result
+            guarded = guard_query(query)
+        except QuerySyntaxError as exc:
+            raise QueryRejected(self._syntax_message(query, exc)) from None
+        started = time.perf_counter()
+        try:
+            out = self._workers.run(guarded.text, GRAPH_IRI, max_rows, timeout, self._generation)
+        except WorkerTimeout:
+            raise QueryTimeout(f"SPARQL query exceeded {timeout:.1f} s (stopped)") from None
+        except WorkerDied as exc:
+            raise QueryRejected(f"the query crashed the query engine ({exc}); write a simpler query") from None
+        if out.get("error") == "syntax":
+            raise QueryRejected(f"SPARQL does not parse: {out['message']}")
+        if "error" in out:
+            raise OSError(f"the query failed in the store: {out['error']}: {out['message']}")
+        seconds = time.perf_counter() - started
+        if "boolean" in out:
+            return QueryResult([], [], boolean=out["boolean"], seconds=seconds)
+        return QueryResult(out["vars"], out["rows"], out["truncated"], seconds=seconds)
+
+    def _syntax_message(self, query: str, exc: QuerySyntaxError) -> str:
+        """For a query that does not parse, Oxigraph's own message (what this backend has always
+        reported; FuSIC feeds it back to the LLM), from a parse in a worker on an empty store."""
+        from .query_worker import WorkerDied, WorkerTimeout
+
+        try:
+            out = self._workers.run(query, GRAPH_IRI, 0, 5.0, self._generation, parse_only=True)
+        except (WorkerTimeout, WorkerDied, OSError):
+            return str(exc)
+        if out.get("error") == "syntax":
+            return f"SPARQL does not parse: {out['message']}"
+        return f"{exc} (SPARQL 1.1 as rdflib reads it; engine-specific syntax is not run)"
+
+    def _worker_source(self):
+        """What a query worker opens: the on-disk store read-only, or a copy of the in-memory one."""
+        from .query_worker import StoreSource
+
+        if self.store_dir:
+            self.store.flush()
+            return StoreSource(path=str(self.store_dir.resolve()), generation=self._generation)
+        return StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS), generation=self._generation)
+
+    def close_workers(self) -> None:
+        """Stop this KG's idle query workers (they also stop when the KG is garbage-collected)."""
+        if self._workers is not None:
+            self._workers.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,15 +461,32 @@ def _open_store(store_dir: Path) -> ox.Store:
 def _reuse(store_dir: Path | None, sources: Sequence[Path]) -> tuple[bool, Path | None]:
     if store_dir is None:
         return False, None
-    marker = Path(store_dir) / ".kgqa-source"
+    store_dir = Path(store_dir)
+    marker = store_dir / ".kgqa-source"
     if marker.exists() and marker.read_text().strip() == _file_hash(sources):
         return True, marker
-    _OPEN.pop(str(Path(store_dir).resolve()), None)
-    if Path(store_dir).exists():
+    # Only a folder we made may be rebuilt: ``.kgqa-source`` (a built store) or ``.kgqa-store``
+    # (claimed before building, so an interrupted build can be rebuilt too). Anything else is the user's.
+    ours = marker.exists() or (store_dir / _STORE_CLAIM).exists()
+    if store_dir.exists() and not ours and (not store_dir.is_dir() or any(store_dir.iterdir())):
+        raise StoreDirNotOurs(
+            f"store_dir {store_dir} is not empty and is not a kgqa KG store (no .kgqa-source marker); refusing to "
+            "delete it: pass an empty or new folder as store_dir, or move its files away")
+    _OPEN.pop(str(store_dir.resolve()), None)
+    if store_dir.exists():
         import shutil
 
         shutil.rmtree(store_dir)
+    store_dir.mkdir(parents=True)
+    (store_dir / _STORE_CLAIM).write_text("a kgqa KG store (kgqa_lib.kg); rebuilt when its source changes\n")
     return False, marker
+
+
+_STORE_CLAIM = ".kgqa-store"
+
+
+class StoreDirNotOurs(UserError, FileExistsError):
+    """``store_dir`` holds files that are not a kgqa KG store: refused, never deleted."""
 
 
 def triples_to_ntriples(rows: Iterable[tuple[str, str, str]], entity_ns: str, relation_ns: str) -> bytes:

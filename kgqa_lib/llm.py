@@ -4,7 +4,8 @@
 * ``OpenAIBackend`` — any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
 
 Every call goes through :class:`LLM`, which keys it by the canonical JSON of
-*(model id, messages, temperature, top_p, max_tokens, stop, seed, sample index)* and serves it from
+*(model id, messages, temperature, top_p, max_tokens, stop, seed, sample index)* (an endpoint's model
+id includes its URL: :func:`openai_model_id`) and serves it from
 a SQLite cache. Modes: ``auto`` (cache, else live, then store), ``replay`` (a miss is an error
 that names the key and says how to record it) and ``live`` (always call, then store).
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from . import _sqlite
+from .errors import InfrastructureError, SetupError, UsageError
 from .paths import data_dir, user_cache_dir
 
 MODES = ("auto", "replay", "live")
@@ -130,8 +132,9 @@ def track_usage() -> Iterator[Usage]:
         _SCOPES.reset(token)
 
 
-class ReplayMiss(LookupError):
-    """Replay mode found no recorded response for a request."""
+class ReplayMiss(InfrastructureError, LookupError):
+    """Replay mode found no recorded response for a request (not an answer: the runner leaves the
+    question unanswered and the run exits non-zero; see :mod:`kgqa_lib.errors`)."""
 
 
 class CacheCorrupt(RuntimeError):
@@ -404,7 +407,12 @@ def _inode(path: Path) -> int | None:
 
 
 def _slug(s: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in s)
+    """A file name for a model id (``openai:m@http://host:8000/v1`` → ``openai_m_http___host_8000_v1``);
+    a very long id (a long endpoint URL) is shortened, with a hash of the whole id to keep it unique."""
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in s)
+    if len(slug) > 120:
+        slug = f"{slug[:100]}_{hashlib.sha256(s.encode('utf-8')).hexdigest()[:12]}"
+    return slug
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,14 +498,9 @@ class OpenAIBackend:
         import openai
 
         self.model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
-        self.model_id = f"openai:{self.model}"
         base_url = base_url or os.environ.get("KGQA_LLM_BASE_URL") or None
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base_url else None)
-        if api_key is None:
-            raise RuntimeError(
-                "No OpenAI API key: set OPENAI_API_KEY, or set KGQA_LLM_BASE_URL to a local "
-                "OpenAI-compatible server (vLLM, Ollama, llama.cpp), or use the embedded model (LLM='local')."
-            )
+        self.model_id = openai_model_id(self.model, base_url)  # the endpoint is part of the cache key
+        api_key = openai_api_key(base_url, api_key)
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
@@ -519,14 +522,25 @@ class OpenAIBackend:
         except openai.APIConnectionError as exc:  # (timeouts too) the client's own message names no server
             leak = _without_secret(exc, self._client.api_key)
             if leak is None:
+                shown = _shown_url(self._client.base_url).rstrip("/")
                 raise LLMEndpointError(
-                    f"Cannot reach the LLM endpoint {_shown_url(self._client.base_url)} "
+                    f"Cannot reach the LLM endpoint {shown} "
                     f"({type(exc).__name__}: {exc}; retried {self._client.max_retries} times). Is the server "
                     "running? Check KGQA_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1 for vLLM, "
-                    "http://127.0.0.1:11434/v1 for Ollama) or use the embedded model (LLM='local')."
+                    "http://127.0.0.1:11434/v1 for Ollama) or use the embedded model (LLM='local').",
+                    summary=f"LLM endpoint {shown} unreachable ({type(exc).__name__})",
                 ) from exc
         except Exception as exc:
             leak = _without_secret(exc, self._client.api_key)
+            status = getattr(exc, "status_code", None)
+            if leak is None and isinstance(exc, openai.APIStatusError) and status in _ENDPOINT_STATUSES:
+                # the endpoint, not the question, failed (after the client's retries for 408/409/429/5xx)
+                shown = _shown_url(self._client.base_url).rstrip("/")
+                raise LLMEndpointError(
+                    f"The LLM endpoint {shown} answered HTTP {status} ({str(exc)[:200]}; retried "
+                    f"{self._client.max_retries} times). Check the server, the model name and OPENAI_API_KEY.",
+                    status, summary=f"LLM endpoint {shown} failed with HTTP {status}",
+                ) from exc
             if leak is None:
                 raise
         if leak is not None:  # raised outside the except block: the original is not even its __context__
@@ -541,13 +555,19 @@ class OpenAIBackend:
         }
 
 
-class LLMEndpointError(RuntimeError):
-    """An OpenAI-compatible endpoint could not be reached (the message names the URL, without
-    credentials, and the fix), or failed with a message that quoted the API key (some servers and
-    proxies echo the ``Authorization`` header: the same message, key redacted, original dropped)."""
+# HTTP statuses that are the endpoint's failure, not the question's: auth, unknown model, and what
+# the client retries (408/409/429/5xx). A 400 (e.g. a prompt over the context length) stays the question's.
+_ENDPOINT_STATUSES = frozenset({401, 403, 404, 408, 409, 429} | set(range(500, 600)))
 
-    def __init__(self, message: str, status_code: int | None = None):
-        super().__init__(message)
+
+class LLMEndpointError(InfrastructureError, RuntimeError):
+    """An OpenAI-compatible endpoint could not be reached or failed (5xx/429/auth after the client's
+    retries; the message names the URL, without credentials, and the fix), or failed with a message
+    that quoted the API key (some servers and proxies echo the ``Authorization`` header: the same
+    message, key redacted, original dropped). Not an answer: see :mod:`kgqa_lib.errors`."""
+
+    def __init__(self, message: str, status_code: int | None = None, *, summary: str | None = None):
+        super().__init__(message, summary=summary)
         self.status_code = status_code
 
 
@@ -559,6 +579,53 @@ def _shown_url(url: Any) -> str:
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else "(no URL)"
+
+
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def endpoint_id(url: Any) -> str:
+    """An endpoint as it enters model ids (and so cache keys and run configs): lower-case scheme and
+    host, the port unless it is the scheme's default, the path without a trailing slash; never
+    user:password, the query string or the fragment (credentials and keys stay out of the caches)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(url).strip())
+    scheme = (parts.scheme or "http").lower()
+    host = (parts.hostname or "").lower()
+    host = f"[{host}]" if ":" in host else host  # IPv6
+    try:
+        port = parts.port
+    except ValueError:  # a malformed port: the client will say so; the id just leaves it out
+        port = None
+    if port and port != {"http": 80, "https": 443}.get(scheme):
+        host += f":{port}"
+    path = "/".join(seg for seg in parts.path.split("/") if seg)
+    return f"{scheme}://{host}" + (f"/{path}" if path else "")
+
+
+def openai_api_key(base_url: str | None = None, api_key: str | None = None) -> str:
+    """The API key for an OpenAI-compatible endpoint: ``api_key``, else ``$OPENAI_API_KEY``. OpenAI's
+    own URL (the default) needs one (a :class:`~kgqa_lib.errors.SetupError` saying what to set);
+    any other server (vLLM, Ollama, llama.cpp) gets a placeholder."""
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if key:
+        return key
+    url = base_url or os.environ.get("KGQA_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
+    if endpoint_id(url) != endpoint_id(OPENAI_DEFAULT_BASE_URL):
+        return "not-needed"
+    raise SetupError("No OpenAI API key: set OPENAI_API_KEY, or set KGQA_LLM_BASE_URL to a local "
+                     "OpenAI-compatible server (vLLM, Ollama, llama.cpp), or use the embedded model (LLM='local').")
+
+
+def openai_model_id(model: str, base_url: str | None = None) -> str:
+    """The model id of an OpenAI-compatible backend: ``openai:MODEL`` for OpenAI itself (no base URL,
+    or ``https://api.openai.com/v1``: the id recordings made before endpoints were part of the id
+    carry), else ``openai:MODEL@<endpoint_id>``, so the same model name served by two servers never
+    shares cached answers. ``base_url`` falls back to ``$OPENAI_BASE_URL`` as the ``openai`` client does."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL
+    ep = endpoint_id(url)
+    return f"openai:{model}" if ep == endpoint_id(OPENAI_DEFAULT_BASE_URL) else f"openai:{model}@{ep}"
 
 
 def _without_secret(exc: BaseException, secret: str | None) -> LLMEndpointError | None:
@@ -642,7 +709,9 @@ class LLM:
             result = ChatResult(cached["text"], cached["prompt_tokens"], cached["completion_tokens"],
                                 cached["finish_reason"], time.perf_counter() - started, cached["seconds"], True, key)
         elif self.mode == "replay" or self.backend is None:
-            raise ReplayMiss(_replay_miss_message(request, self.mode))
+            raise ReplayMiss(_replay_miss_message(request, self.mode),
+                             summary=f"no recorded response of {request.model_id} (key {key[:16]}…, "
+                                     f"prompt ends {request.preview(40)!r})")
         else:
             response = self.backend.complete(request)
             response["seconds"] = round(time.perf_counter() - started, 3)
@@ -691,8 +760,26 @@ def resolve_mode(mode: str | None = None) -> str:
     """An explicit mode wins; ``None`` means ``$KGQA_LLM_MODE``, else ``auto``."""
     mode = mode or os.environ.get("KGQA_LLM_MODE") or "auto"
     if mode not in MODES:
-        raise ValueError(f"LLM mode must be one of {MODES}, got {mode!r}")
+        raise UsageError(f"LLM mode must be one of {MODES}, got {mode!r} (from --llm-mode, LLM_MODE or $KGQA_LLM_MODE)")
     return mode
+
+
+def check_llm(name: str | None = None, mode: str | None = None, *, base_url: str | None = None,
+              api_key: str | None = None) -> None:
+    """Raise what :func:`make_llm` would for an unknown name or mode, or a missing API key, before any
+    cache is opened (``kgqa run`` calls it first, so a bad command writes nothing)."""
+    name = name or os.environ.get("KGQA_LLM") or "local"
+    mode = resolve_mode(mode)
+    kind, _, model = name.partition(":")
+    if kind == "local":
+        from . import models
+
+        models.get_spec(model or "default")
+    elif kind == "openai":
+        if mode != "replay":  # replay needs no key
+            openai_api_key(base_url, api_key)
+    else:
+        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>' or 'openai:<model>'")
 
 
 def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCache | None = None,
@@ -701,21 +788,25 @@ def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCach
 
     * ``"local"`` (default) / ``"local:qwen2.5-coder-1.5b"`` / ``"local:qwen2.5-0.5b"`` — embedded model;
     * ``"openai:MODEL"`` (or ``"openai"`` with ``$KGQA_LLM_MODEL``) — an OpenAI-compatible endpoint at
-      ``base_url`` / ``$KGQA_LLM_BASE_URL`` (OpenAI itself when unset).
+      ``base_url`` / ``$KGQA_LLM_BASE_URL`` (OpenAI itself when unset). Its model id names the
+      endpoint (:func:`openai_model_id`: ``openai:MODEL@http://127.0.0.1:8000/v1``; plain
+      ``openai:MODEL`` for OpenAI's own URL), so two servers never share cached answers. Answers
+      recorded before the endpoint was part of the id are stored as ``openai:MODEL``: replay them
+      with ``KGQA_LLM_BASE_URL`` unset (replay needs no server), or re-record them.
 
     ``name=None`` reads ``$KGQA_LLM`` (default ``local``). The backend is created lazily: in replay
     mode nothing is loaded and no key is needed."""
     name = name or os.environ.get("KGQA_LLM") or "local"
     mode = resolve_mode(mode)
+    check_llm(name, mode, base_url=base_url, api_key=api_key)  # before the cache is opened
     cache = cache or LLMCache()
     kind, _, model = name.partition(":")
     if kind == "local":
         backend = LocalBackend(model or "default", **backend_kwargs)
         return LLM(backend, backend.model_id, cache, mode)
-    if kind == "openai":
-        model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
-        if mode == "replay":
-            return LLM(None, f"openai:{model}", cache, mode)
-        backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **backend_kwargs)
-        return LLM(backend, backend.model_id, cache, mode)
-    raise ValueError(f"Unknown LLM {name!r}: use 'local', 'local:<model>' or 'openai:<model>'")
+    # "openai" (check_llm refused any other kind)
+    model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
+    if mode == "replay":
+        return LLM(None, openai_model_id(model, base_url or os.environ.get("KGQA_LLM_BASE_URL")), cache, mode)
+    backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **backend_kwargs)
+    return LLM(backend, backend.model_id, cache, mode)

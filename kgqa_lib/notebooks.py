@@ -7,12 +7,14 @@ bars) are removed, so a re-run from the recorded transcripts leaves the files by
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .paths import notebooks_dir, repo_root
+from .paths import notebooks_dir, repo_root, results_dir
 
 KERNEL = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -64,26 +66,43 @@ class Executed:
     path: Path
     seconds: float
     error: str | None = None
+    failed_copy: Path | None = None  # on failure: where the executed (failed) notebook was kept
 
 
 def execute(path: str | Path, output: str | Path | None = None, parameters: dict[str, Any] | None = None,
-            normalise: bool = True, progress: bool = False) -> Executed:
+            normalise: bool = True, progress: bool = False, failed_copy: str | Path | None = None) -> Executed:
     """Execute one notebook with papermill (kernel ``python3`` of this environment, cwd = the
-    notebook's folder) and normalise the result. Writes in place unless ``output`` is given."""
+    notebook's folder) and normalise the result. Writes in place unless ``output`` is given.
+
+    papermill clears the outputs of the file it writes when it starts, so it writes a hidden
+    temporary file beside ``output``; ``output`` is replaced (atomically) only when the execution
+    succeeded. A failed execution leaves ``output`` untouched and is kept at ``failed_copy``
+    (default: ``results/reproduce/failed/<name>``), named in ``Executed.failed_copy``."""
     import papermill as pm
 
     path = Path(path)
     output = Path(output) if output else path
+    tmp = output.parent / f".{output.stem}.running-{os.getpid()}{output.suffix}"  # hidden: not a notebook of the repo
     t = time.perf_counter()
     error = None
+    kept = None
     try:
-        pm.execute_notebook(str(path), str(output), parameters=parameters or {}, kernel_name="python3",
-                            cwd=str(path.parent), progress_bar=progress, log_output=False)
-    except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-    if normalise and output.exists():
-        normalize_file(output)
-    return Executed(output, time.perf_counter() - t, error)
+        try:
+            pm.execute_notebook(str(path), str(tmp), parameters=parameters or {}, kernel_name="python3",
+                                cwd=str(path.parent), progress_bar=progress, log_output=False)
+        except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        if normalise and tmp.exists():
+            normalize_file(tmp)
+        if error is None:
+            os.replace(tmp, output)
+        elif tmp.exists():
+            kept = Path(failed_copy) if failed_copy else results_dir() / "reproduce" / "failed" / output.name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(tmp), str(kept))
+    finally:
+        tmp.unlink(missing_ok=True)  # interrupted (Ctrl-C): the output was never touched
+    return Executed(output if error is None else (kept or output), time.perf_counter() - t, error, kept)
 
 
 def relative(path: Path) -> str:

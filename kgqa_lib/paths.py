@@ -67,22 +67,56 @@ def user_cache_dir() -> Path:
 
     ``$KGQA_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/kgqa``, else ``~/.cache/kgqa``."""
     env = os.environ.get("KGQA_CACHE_DIR")
-    if env:
-        path = Path(env).expanduser()
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        path = Path(base) / "kgqa"
-    path.mkdir(parents=True, exist_ok=True)
+    path = Path(env).expanduser() if env else _xdg_cache_home() / "kgqa"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        from .errors import SetupError
+
+        what = f"KGQA_CACHE_DIR={env}" if env else f"the cache folder {path}"
+        raise SetupError(f"{what} is not a usable folder ({exc.strerror}: {exc.filename or path}); point "
+                         f"{'KGQA_CACHE_DIR' if env else 'XDG_CACHE_HOME'} at a folder (or move the file away)") from None
     return path
 
 
+def _xdg_cache_home() -> Path:
+    """``$XDG_CACHE_HOME`` (absolute paths only, as the XDG spec says), else ``~/.cache``: the one
+    rule every machine-local cache path of the project follows."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as written into committed files and reports: repo-relative inside the repository,
+    ``<user cache>/…`` inside :func:`user_cache_dir`, ``<model dir>/…`` inside :func:`model_dir`,
+    else just the file name: never a home folder or another machine-specific absolute path."""
+    p = Path(path).expanduser()
+    p = p if p.is_absolute() else Path.cwd() / p
+    p = Path(os.path.normpath(p))
+    for base, label in ((repo_root, None), (user_cache_dir, "<user cache>"), (model_dir, "<model dir>")):
+        try:
+            rel = p.relative_to(Path(os.path.normpath(base())))
+        except (ValueError, RuntimeError, OSError):  # not inside it, or the folder is unusable
+            continue
+        return rel.as_posix() if label is None else f"{label}/{rel.as_posix()}"
+    return p.name
+
+
 def model_dir() -> Path:
-    """Where assembled model files live: ``$KGQA_MODEL_DIR``, else ``~/.cache/kgqa/models``.
+    """Where assembled model files live: ``$KGQA_MODEL_DIR``, else ``$XDG_CACHE_HOME/kgqa/models``,
+    else ``~/.cache/kgqa/models``.
 
     Deliberately independent of ``$KGQA_CACHE_DIR``, so tests with a throw-away cache do not
-    re-assemble a 1 GB model."""
+    re-assemble a 1 GB model. Models assembled in ``~/.cache/kgqa/models`` before
+    ``$XDG_CACHE_HOME`` was honoured are used where they are (never moved or assembled twice)."""
     env = os.environ.get("KGQA_MODEL_DIR")
-    path = Path(env).expanduser() if env else Path.home() / ".cache" / "kgqa" / "models"
+    if env:
+        path = Path(env).expanduser()
+    else:
+        path = _xdg_cache_home() / "kgqa" / "models"
+        legacy = Path.home() / ".cache" / "kgqa" / "models"
+        if path != legacy and not path.exists() and any(legacy.glob("*.gguf")):
+            path = legacy
     path.mkdir(parents=True, exist_ok=True)
     return path
 

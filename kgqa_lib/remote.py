@@ -9,8 +9,9 @@ predicates and namespaces: ``wikidata`` (``wdt:``, ``rdfs:label``), ``freebase``
 ``metaqa`` / ``tiny``.
 
 ``kgqa run --kg "sparql+http://127.0.0.1:7878/query#profile=miniworld:freebase"`` selects it; the
-fragment (never sent to the server) carries ``profile``, ``graph`` (default graph IRI), ``timeout``
-and ``workers``.
+fragment (never sent to the server) carries ``profile``, ``graph`` (default graph IRI), ``timeout``,
+``workers`` and ``engine`` (``virtuoso``/``qlever``/``oxigraph``/``wikidata``: which server-side
+timeout parameter to send; guessed when absent).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from typing import Any, Iterable, Sequence
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from . import _sqlite
+from .errors import InfrastructureError
 from .kg import (RDFS_LABEL, SCHEMA_DESC, SKOS_ALT, KGBase, QueryRejected, QueryResult, QueryTimeout, Term,
-                 Triple, check_read_only)
+                 Triple)
+from .sparql_guard import cap_limit, guard_query
 
 FB = "http://rdf.freebase.com/ns/"
 
@@ -68,8 +71,9 @@ def profile(name: str) -> Profile:
     return profiles[key]
 
 
-class EndpointError(RuntimeError):
-    """The endpoint could not answer (down, refusing, or failing) after the allowed retries."""
+class EndpointError(InfrastructureError, RuntimeError):
+    """The endpoint could not answer (down, refusing, or failing) after the allowed retries. Not an
+    answer: the runner leaves the question unanswered (see :mod:`kgqa_lib.errors`)."""
 
 
 def redact_url(url: str) -> str:
@@ -88,11 +92,55 @@ def _term_sparql(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-_HAS_LIMIT = re.compile(r"\bLIMIT\s+\d+\s*(OFFSET\s+\d+\s*)?\}?\s*$", re.I)
+# The server-side timeout parameter per engine: (form field, value for a timeout in seconds).
+# Virtuoso: ``timeout`` in ms (an "anytime" query: a partial answer flagged X-SQL-State S1TAT);
+# QLever: ``timeout`` as "<seconds>s". Oxigraph's server has only a server-wide ``--timeout-s``
+# and Wikidata's (Blazegraph) a fixed 60 s: nothing to send.
+ENGINES: dict[str, tuple[str, Any] | None] = {
+    "virtuoso": ("timeout", lambda s: str(max(1, int(s * 1000)))),
+    "qlever": ("timeout", lambda s: f"{max(1, int(s + 0.999))}s"),
+    "oxigraph": None,
+    "wikidata": None,
+}
+_SERVER_TIMEOUT = re.compile(r"time.?out|timed out|S1T00|SR171|deadline", re.I)
+
+
+class _BodyTimeout(Exception):
+    pass
+
+
+def _read_body(resp, deadline: float) -> str:
+    """The whole response body, or :class:`_BodyTimeout` when it is not complete by ``deadline``."""
+    chunks = []
+    try:
+        for chunk in resp.iter_content(chunk_size=65536):
+            chunks.append(chunk)
+            if time.perf_counter() > deadline:
+                raise _BodyTimeout()
+    finally:
+        resp.close()
+    raw = b"".join(chunks)
+    return raw.decode(resp.encoding or "utf-8", errors="replace")
+
+
+def _keyed_endpoint(url: str) -> str:
+    """The endpoint as it enters a cache key: user:password replaced by ``***`` (:func:`redact_url`),
+    so no credential is hashed or stored; a URL without credentials is used as it is (the keys of
+    caches written before stay valid)."""
+    return redact_url(url) if "@" in urlsplit(url).netloc else url
+
+
+def _stored_endpoint(url: str) -> str:
+    """The endpoint as stored beside a cached answer (for people reading the cache): no
+    user:password, no query string (it may carry an API key), no fragment."""
+    return urlunsplit(urlsplit(redact_url(url))._replace(query="", fragment=""))
 
 
 class QueryCache:
-    """SQLite cache of endpoint answers keyed by sha256(endpoint, default graph, query)."""
+    """SQLite cache of endpoint answers keyed by sha256(endpoint, default graph, query); the endpoint
+    without credentials, in the key and in the stored row (see :func:`_keyed_endpoint`)."""
+
+    SCHEMA_VERSION = 1  # 1: no credentials in stored endpoints (older files are scrubbed once on open)
 
     def __init__(self, path: str | Path | None = None) -> None:
         from .paths import user_cache_dir
@@ -103,6 +151,27 @@ class QueryCache:
         with self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, endpoint TEXT, query TEXT, "
                       "body TEXT, seconds REAL, created REAL)")
+        if self._conn().execute("PRAGMA user_version").fetchone()[0] < self.SCHEMA_VERSION:
+            self._scrub()
+
+    def _scrub(self) -> None:
+        """A cache written before credentials were kept out: drop the answers stored under a URL with
+        user:password (their keys hashed it; they are never asked for again), strip query strings
+        from stored endpoints, and overwrite the freed pages (``secure_delete``) so no copy is left."""
+        c = self._conn()
+        with c:
+            rows = c.execute("SELECT key, endpoint FROM answers WHERE endpoint LIKE '%@%' OR endpoint LIKE '%?%' "
+                             "OR endpoint LIKE '%#%'").fetchall()
+            if rows:
+                c.execute("PRAGMA secure_delete=ON")
+            for key, endpoint in rows:
+                if "@" in urlsplit(endpoint).netloc:
+                    c.execute("DELETE FROM answers WHERE key = ?", (key,))
+                else:
+                    c.execute("UPDATE answers SET endpoint = ? WHERE key = ?", (_stored_endpoint(endpoint), key))
+            c.execute(f"PRAGMA user_version={self.SCHEMA_VERSION}")
+        if rows:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -113,7 +182,7 @@ class QueryCache:
 
     @staticmethod
     def key(endpoint: str, graph: str | None, query: str) -> str:
-        return hashlib.sha256(json.dumps([endpoint, graph or "", query]).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([_keyed_endpoint(endpoint), graph or "", query]).encode()).hexdigest()
 
     def get(self, key: str) -> str | None:
         row = self._conn().execute("SELECT body FROM answers WHERE key = ?", (key,)).fetchone()
@@ -122,7 +191,7 @@ class QueryCache:
     def put(self, key: str, endpoint: str, query: str, body: str, seconds: float) -> None:
         with self._conn() as c:
             c.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)",
-                      (key, endpoint, query, body, seconds, time.time()))
+                      (key, _stored_endpoint(endpoint), query, body, seconds, time.time()))
 
 
 class SparqlKG(KGBase):
@@ -131,7 +200,10 @@ class SparqlKG(KGBase):
     def __init__(self, endpoint: str, profile_name: str | Profile = "wikidata", *, default_graph: str | None = None,
                  timeout: float = 30.0, retries: int = 2, backoff: float = 0.5, max_concurrency: int = 4,
                  cache: bool | str | Path = True, max_fanout: int = 500, index_limit: int = 200_000,
-                 name: str | None = None) -> None:
+                 name: str | None = None, engine: str | None = None) -> None:
+        """``engine`` (``virtuoso``, ``qlever``, ``oxigraph``, ``wikidata`` or ``None``) says which
+        server-side timeout parameter each query carries (see :data:`ENGINES`); ``None`` guesses
+        from the URL (query.wikidata.org) and then from the first answer's ``Server`` header."""
         import requests
         from requests.adapters import HTTPAdapter
 
@@ -144,6 +216,9 @@ class SparqlKG(KGBase):
         self.description_predicate = self.profile.description_predicate
         self._init_names()
         self.default_graph = default_graph
+        if engine is not None and engine not in ENGINES:
+            raise ValueError(f"unknown SPARQL engine {engine!r}; use one of {', '.join(sorted(ENGINES))}")
+        self.engine = engine or ("wikidata" if urlsplit(endpoint).hostname == "query.wikidata.org" else None)
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.max_fanout, self.index_limit = max_fanout, index_limit
         self.index_complete = True
@@ -164,13 +239,23 @@ class SparqlKG(KGBase):
             self.stats[key] += amount
 
     def _post(self, query: str, timeout: float) -> str:
-        """One query over HTTP with bounded retries; returns the response body (SPARQL JSON)."""
+        """One query over HTTP; returns the response body (SPARQL JSON). Connection errors, 429 and
+        5xx are retried with backoff; a query that timed out is **never** sent again (it would
+        only load the server once more): a read timeout, a server-side timeout (HTTP error whose
+        body says so) or a partial "anytime" answer (Virtuoso's ``X-SQL-State: S1TAT``) raise
+        :class:`QueryTimeout` at once. The server is sent its own timeout parameter when the
+        engine is known (:data:`ENGINES`), and the whole answer must arrive within ``timeout``
+        (a server trickling bytes cannot stretch it)."""
         import requests
 
         data = {"query": query}
         if self.default_graph:
             data["default-graph-uri"] = self.default_graph
+        param = ENGINES.get(self.engine or "")
+        if param:
+            data[param[0]] = param[1](timeout)
         headers = {"Accept": "application/sparql-results+json"}
+        where = f"SPARQL endpoint {redact_url(self.endpoint)}"
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
@@ -179,29 +264,44 @@ class SparqlKG(KGBase):
             try:
                 with self._slots:
                     t = time.perf_counter()
-                    resp = self._http.post(self.endpoint, data=data, headers=headers, timeout=(min(5.0, timeout), timeout))
-                    self._count("seconds", time.perf_counter() - t)
-                    self._count("sent")
-            except requests.Timeout:
-                last = f"no answer within {timeout:.1f} s"
-                if attempt == self.retries:
-                    raise QueryTimeout(f"SPARQL endpoint {redact_url(self.endpoint)}: {last} "
-                                       f"({attempt + 1} attempts)") from None
-            except requests.ConnectionError as exc:
+                    try:
+                        resp = self._http.post(self.endpoint, data=data, headers=headers, stream=True,
+                                               timeout=(min(5.0, timeout), timeout))
+                        body = _read_body(resp, t + timeout)
+                    finally:
+                        self._count("seconds", time.perf_counter() - t)
+                        self._count("sent")
+            except (requests.ReadTimeout, _BodyTimeout):
+                raise QueryTimeout(f"{where}: no answer within {timeout:.1f} s (not retried)") from None
+            except (requests.ConnectionError, requests.Timeout) as exc:  # incl. ConnectTimeout: never reached the server
                 last = f"connection failed ({type(exc).__name__})"
             else:
+                self._learn_engine(resp.headers.get("Server", ""))
+                if resp.headers.get("X-SQL-State", "").upper() == "S1TAT":
+                    raise QueryTimeout(f"{where}: the query hit the server's {timeout:.1f} s timeout "
+                                       "(partial answer discarded, not retried)")
                 if resp.status_code == 200:
-                    return resp.text
+                    return body
+                if (resp.status_code >= 500 or resp.status_code == 429) and _SERVER_TIMEOUT.search(body[:2000]):
+                    raise QueryTimeout(f"{where}: the server stopped the query at its timeout "
+                                       f"(HTTP {resp.status_code}, not retried)")
                 if resp.status_code == 429 or resp.status_code >= 500:
                     last = f"HTTP {resp.status_code}"
                     ra = resp.headers.get("Retry-After", "")
                     wait = min(float(ra), 10.0) if ra.replace(".", "", 1).isdigit() else wait
                 else:  # 4xx: the query itself is at fault; retrying will not help
-                    raise QueryRejected(f"the endpoint refused the query: HTTP {resp.status_code}: {resp.text[:300]}")
+                    raise QueryRejected(f"the endpoint refused the query: HTTP {resp.status_code}: {body[:300]}")
             if attempt < self.retries:
                 time.sleep(wait)
         raise EndpointError(f"SPARQL endpoint {redact_url(self.endpoint)} did not answer: {last} after "
-                            f"{self.retries + 1} attempts. Check that the server is running and the URL is right.")
+                            f"{self.retries + 1} attempts. Check that the server is running and the URL is right.",
+                            summary=f"SPARQL endpoint {redact_url(self.endpoint)} unreachable ({last})")
+
+    def _learn_engine(self, server: str) -> None:
+        """Recognise the engine from the ``Server`` header, so later queries carry its timeout parameter."""
+        if self.engine is None:
+            low = server.lower()
+            self.engine = "virtuoso" if low.startswith("virtuoso") else "oxigraph" if low.startswith("oxigraph") else None
 
     def _fetch(self, query: str, timeout: float | None = None) -> dict[str, Any]:
         """The endpoint's SPARQL JSON answer, from the disk cache when this query was sent before."""
@@ -233,11 +333,12 @@ class SparqlKG(KGBase):
 
     # ---- the protocol ----------------------------------------------------------------------
     def sparql(self, query: str, timeout: float = 10.0, max_rows: int = 10000) -> QueryResult:
-        """A read-only SELECT/ASK (anything else is rejected before it is sent); a LIMIT of
-        ``max_rows + 1`` is added when the query has none, so a huge answer is never transferred."""
-        form = check_read_only(query)
-        if form == "SELECT" and not _HAS_LIMIT.search(query):
-            query = f"{query.rstrip()}\nLIMIT {max_rows + 1}"
+        """A read-only SELECT/ASK (anything else is rejected before it is sent, see
+        :func:`kgqa_lib.sparql_guard.guard_query`); the query's own LIMIT is capped at
+        ``max_rows + 1`` (added when missing, lowered when larger), so a huge answer is never
+        computed in full nor transferred."""
+        guarded = guard_query(query)
+        query = cap_limit(guarded.text, max_rows + 1) if guarded.form == "SELECT" else guarded.text
         return self._select(query, timeout, max_rows)
 
     def _lang_filter(self, var: str) -> str:
@@ -374,10 +475,12 @@ def parse_kg_url(spec: str) -> tuple[str, dict[str, str]]:
         raise ValueError(f"not a SPARQL KG URL: {spec!r} (expected sparql+http://… or sparql+https://…)")
     url, _, frag = spec[len("sparql+"):].partition("#")
     opts = dict(parse_qsl(frag)) if "=" in frag else ({"profile": frag} if frag else {})
-    unknown = set(opts) - {"profile", "graph", "timeout", "workers", "fanout", "depth"}
+    unknown = set(opts) - {"profile", "graph", "timeout", "workers", "fanout", "depth", "engine"}
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)} in {spec!r}; use profile, graph, timeout, workers, "
-                         "fanout, depth (slices)")
+                         "fanout, engine, depth (slices)")
+    if opts.get("engine") and opts["engine"] not in ENGINES:
+        raise ValueError(f"unknown engine {opts['engine']!r} in {spec!r}; use one of {', '.join(sorted(ENGINES))}")
     return url, opts
 
 
@@ -385,4 +488,4 @@ def open_sparql_kg(spec: str, **kwargs: Any) -> SparqlKG:
     url, opts = parse_kg_url(spec)
     return SparqlKG(url, opts.get("profile", "wikidata"), default_graph=opts.get("graph"),
                     timeout=float(opts.get("timeout", 30)), max_concurrency=int(opts.get("workers", 4)),
-                    max_fanout=int(opts.get("fanout", 500)), **kwargs)
+                    max_fanout=int(opts.get("fanout", 500)), engine=opts.get("engine") or None, **kwargs)

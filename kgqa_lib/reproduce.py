@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .notebooks import execute, notebook_paths, relative
 from .paths import results_dir
 
@@ -89,6 +90,13 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
               grid: dict[str, list] | None = None, llm: str | None = None, llm_mode: str | None = None,
               out: str | Path | None = None, resume: bool = False) -> int:
     paths = [p for p in notebook_paths() if not only or any(s in p.name for s in only)]
+    unmatched = [s for s in only or [] if not any(s in p.name for p in notebook_paths())]
+    if unmatched:
+        raise UsageError(f"--only {' '.join(unmatched)} matches no notebook; use a part of a name: "
+                         f"{', '.join(p.stem for p in notebook_paths())}")
+    empty = [k for k, values in (grid or {}).items() if not values]
+    if empty:
+        raise UsageError(f"--grid {empty[0]} has no values: write --grid {empty[0]}=V1,V2")
     base = dict(params or {})
     if llm:
         base["LLM"] = llm
@@ -128,7 +136,7 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
                 old = os.environ.get("KGQA_USAGE_LOG")
                 os.environ["KGQA_USAGE_LOG"] = str(log)
                 try:
-                    res = execute(nb, output=target, parameters=given)
+                    res = execute(nb, output=target, parameters=given, failed_copy=state_dir / "failed" / nb.name)
                 finally:
                     if old is None:
                         os.environ.pop("KGQA_USAGE_LOG", None)
@@ -138,11 +146,15 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
             row = {"notebook": nb.name, "status": "ok" if res.error is None else "FAILED", "error": res.error,
                    "seconds": round(res.seconds, 1), "parameters": given, "params_hash": phash,
                    "output": relative(target), **usage}
+            if res.failed_copy:  # the committed/previous notebook is left as it was
+                row["failed_copy"] = relative(res.failed_copy)
             rows.append(row)
             state[nb.name] = row
             _write_json(state_file, state)  # after every notebook: an interrupted sweep resumes here
             print(f"{row['status']} ({res.seconds:.1f} s; {usage['llm_calls']} LLM calls, {usage['cache_hits']} cached, "
-                  f"{usage['live_calls']} live)" + (f"\n    {res.error}" if res.error else ""), flush=True)
+                  f"{usage['live_calls']} live)" + (f"\n    {res.error}" if res.error else "")
+                  + (f"\n    {relative(target)} not replaced; the failed run is in {relative(res.failed_copy)}"
+                     if res.failed_copy else ""), flush=True)
         failed = [r for r in rows if r["status"] == "FAILED"]
         failed_total += len(failed)
         table = summary_table(rows)

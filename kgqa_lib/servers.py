@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -79,7 +80,11 @@ class _Server:
         self._cleanup()
 
     def __enter__(self):
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:  # a server that started but failed to load must not outlive the test
+            self.stop()
+            raise
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
@@ -169,13 +174,13 @@ xa_persistent_file = {d}/virtuoso.pxa
 DatabaseFile = {d}/virtuoso-temp.db
 TransactionFile = {d}/virtuoso-temp.trx
 [Parameters]
-ServerPort = {isql}
+ServerPort = 127.0.0.1:{isql}
 DirsAllowed = ., {d}, {data}
 NumberOfBuffers = 20000
 MaxDirtyBuffers = 15000
 MaxQueryExecutionTime = 60
 [HTTPServer]
-ServerPort = {http}
+ServerPort = 127.0.0.1:{http}
 ServerRoot = {d}
 MaxClientConnections = 8
 ServerThreads = 8
@@ -188,7 +193,11 @@ DefaultGraph = {graph}
 
 class VirtuosoServer(_Server):
     """A throw-away Virtuoso instance: its own database directory, loaded with N-Triples files
-    into ``graph`` via ``isql`` (``ld_dir`` + ``rdf_loader_run``), SPARQL at ``/sparql``."""
+    into ``graph`` via ``isql`` (``ld_dir`` + ``rdf_loader_run``), SPARQL at ``/sparql``.
+
+    Both ports (SQL and HTTP) listen on 127.0.0.1 only; the ``dba``/``dav`` passwords are random
+    per instance (``password``), set by ``virtuoso-t +pwddba`` on the fresh database before the
+    server first listens, so ``dba/dba`` never works. ``stop()`` ends this instance's process only."""
 
     def __init__(self, files: Sequence[str | Path], graph: str = "http://kgqa.local/graph") -> None:
         self.files = [Path(f).resolve() for f in files]
@@ -196,6 +205,7 @@ class VirtuosoServer(_Server):
         self._tmp = tempfile.TemporaryDirectory(prefix="kgqa-virtuoso-")
         self.dir = Path(self._tmp.name)
         self.http_port, self.isql_port = free_port(), free_port()
+        self.password = secrets.token_hex(10)  # 20 characters: +pwddba silently mis-sets longer ones (7.2.5)
         self.proc: subprocess.Popen | None = None
         self.timings: dict[str, float] = {}
 
@@ -208,7 +218,7 @@ class VirtuosoServer(_Server):
 
     def _isql(self, sql: str) -> str:
         isql = shutil.which("isql-vt") or shutil.which("isql")
-        out = subprocess.run([isql, f"127.0.0.1:{self.isql_port}", "dba", "dba", f"exec={sql}"],
+        out = subprocess.run([isql, f"127.0.0.1:{self.isql_port}", "dba", self.password, f"exec={sql}"],
                              capture_output=True, text=True, timeout=300)
         if out.returncode != 0 or "*** Error" in out.stdout + out.stderr:
             raise RuntimeError(f"isql failed on {sql!r}: {out.stdout[-500:]} {out.stderr[-500:]}")
@@ -225,6 +235,13 @@ class VirtuosoServer(_Server):
         (self.dir / "virtuoso.ini").write_text(_VIRTUOSO_INI.format(
             d=self.dir, data=data, isql=self.isql_port, http=self.http_port, graph=self.graph))
         t = time.perf_counter()
+        # Creates the database and sets the passwords, then exits (no port is opened in this mode).
+        pwd = subprocess.run([binary, "+foreground", "+configfile", str(self.dir / "virtuoso.ini"), "+pwdold", "dba",
+                              "+pwddba", self.password, "+pwddav", self.password],
+                             cwd=self.dir, capture_output=True, text=True, timeout=120)
+        log = pwd.stdout + pwd.stderr  # +foreground logs to stderr
+        if "The DBA password is changed" not in log:
+            raise RuntimeError(f"could not set the Virtuoso dba password (exit {pwd.returncode}): {log[-500:]}")
         self.proc = subprocess.Popen([binary, "+foreground", "+configfile", str(self.dir / "virtuoso.ini")],
                                      cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_http(self.query_url + "?query=ASK%20%7B%7D", 60, self.proc)

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from kgqa_lib.embed import Embedder, cosine_topk
-from kgqa_lib.paths import results_dir, user_cache_dir
+from kgqa_lib.paths import results_dir, shown_path, user_cache_dir
 
 FIRST = ["Ada", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",
          "Marek", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tamsin", "Umar", "Vera", "Wiktor",
@@ -131,7 +131,8 @@ def main() -> None:
 
     import torch
 
-    out: dict = {"n": args.n, "cache_file": cache, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    out: dict = {"n": args.n, "cache_file": shown_path(cache),  # never a home-folder path in a committed file
+                 "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                  "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__}
     texts, t = timed(synthetic_triples, args.n)
     out["build_texts_s"] = round(t, 2)

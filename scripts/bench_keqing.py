@@ -37,6 +37,7 @@ PAPER = {1: 98.4, 2: 99.9, 3: 99.6}  # Keqing, LoRA-fine-tuned LLaMA, MetaQA tes
 
 
 SAVED = results_dir() / "bench" / "runs" / "keqing_metaqa"
+SAVED_FULL = results_dir() / "bench" / "runs" / "keqing_full"  # the paper's four stages
 KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "config_hash", "config")
 
 
@@ -51,14 +52,50 @@ def strip(r: dict) -> dict:
     return out
 
 
+def _norm(x: str) -> str:
+    return " ".join(x.casefold().split())
+
+
+def strip_full(r: dict) -> dict:
+    """A full-pipeline record (candidate reasoning, response) without MetaQA content: on top of
+    :func:`strip`, per sub-question the reasoning's counts (candidates, selected, made-up names,
+    over the bound, calls, error), the final step's selection against the gold answers (counts), the
+    lenient response check, and seconds and LLM calls per stage."""
+    out = strip(r)
+    plan = stage(r, "execute_plan")
+    steps = plan[0] if isinstance(plan, list) and plan else []
+    rs = [st.get("reasoning", {}) for st in steps]
+    out["reasoning"] = [{k: x.get(k) for k in ("mode", "n_candidates", "n_answers", "unmatched", "over_bound",
+                                                  "calls", "called", "error")} for x in rs]
+    gold = {_norm(g) for g in r.get("gold") or []}
+    pred = [_norm(p) for p in r.get("prediction") or []]
+    last = rs[-1] if rs else {}
+    cands = {_norm(c) for c in last.get("candidates") or []}
+    out["selection"] = {"n_candidates": last.get("n_candidates", 0), "n_selected": len(pred),
+                        "candidates_listed": len(cands), "gold_in_candidates": len(gold & cands),
+                        "gold_selected": len(gold & set(pred)), "n_gold": len(gold)}
+    resp = _norm(r.get("response") or "")
+    out["response_check"] = {"names_top1": bool(pred) and pred[0] in resp,
+                             "names_any": any(p in resp for p in pred), "responded": stage(r, "respond") is not None}
+    secs = {s["name"]: s.get("seconds", 0.0) for s in r.get("trace") or []}
+    out["stages"] = {"seconds": {k: secs[k] for k in ("select_exemplars", "decompose", "execute_plan", "respond") if k in secs},
+                     "calls": {"decompose": int("decompose" in secs),
+                               "reasoning": sum(int(x.get("calls") or x.get("called") or 0) for x in rs),
+                               "respond": int("respond" in secs)}}
+    return out
+
+
 def save(runs: Path, prefix: str) -> None:
-    for name, n in save_runs(sorted(runs.glob(f"{prefix}_*hop.jsonl")), SAVED, strip).items():
+    folder, fn = (SAVED_FULL, strip_full) if prefix == "keqing_full" else (SAVED, strip)
+    for name, n in save_runs(sorted(runs.glob(f"{prefix}_*hop.jsonl")), folder, fn).items():
         print("saved", name, n, "stripped records")
 
 
 def restore(runs: Path) -> None:
-    for name, what in restore_runs(SAVED, runs).items():
-        print(name, what)
+    for folder in (SAVED, SAVED_FULL):
+        if folder.is_dir():
+            for name, what in restore_runs(folder, runs).items():
+                print(name, what)
 
 
 def ceiling(hops: int, qids: set[str]) -> tuple[float, int]:

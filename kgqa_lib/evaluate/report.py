@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .metrics import bootstrap_ci
-from .runner import read_records
+from .runner import DuplicateRecordsWarning, dedupe_records, read_records
 
 FACTOID_METRICS = ("hits@1", "f1", "exact_match", "lenient")
 OPEN_METRICS = ("rouge_l",)
@@ -78,15 +78,26 @@ def format_gain(gain: tuple[float, float, float, int]) -> str:
 
 
 def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
-    """A pandas DataFrame with one row per run file."""
+    """A pandas DataFrame with one row per run file. A file holding several records of one question
+    counts it once (the last record), with a :class:`DuplicateRecordsWarning`; the frame's
+    ``attrs["duplicates"]`` maps each such run to the number of records dropped."""
+    import warnings
+
     import pandas as pd
 
-    rows = []
+    rows, duplicates = [], {}
     for p in paths:
-        row = summarize(read_records(p), metrics)
+        records, dropped = dedupe_records(read_records(p, dedupe=False))
+        if dropped:
+            duplicates[Path(p).stem] = dropped
+            warnings.warn(f"{p}: {dropped} duplicate record(s) of the same question dropped (the last one counts)",
+                          DuplicateRecordsWarning, stacklevel=2)
+        row = summarize(records, metrics)
         if row.get("n"):
             rows.append({"run": Path(p).stem, **row})
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df.attrs["duplicates"] = duplicates
+    return df
 
 
 def format_table(df, digits: int = 3) -> str:

@@ -3,6 +3,24 @@
 A record carries the question, gold and prediction, the response text, the metrics, the
 per-stage trace, LLM and KG accounting, the error (if any) and the run's config hash. Killing a
 run loses at most the question in flight: re-running the same command skips finished questions.
+
+What a run file can be trusted for:
+
+* **Only answers are recorded.** A question stopped by the infrastructure (an
+  :class:`~kgqa_lib.errors.InfrastructureError`: LLM endpoint unreachable/5xx/timeout after the
+  client's retries, SPARQL endpoint down, replay miss) gets *no line*: it is not scored, not counted
+  by the report, and the next resume runs it. After ``MAX_CONSECUTIVE_OUTAGES`` such failures in a
+  row the run stops (an endpoint that is down fails every question); ``run`` then raises
+  :class:`RunIncomplete` with a one-line summary (the CLI prints it and exits 3). A method's own
+  failure (unparseable output, empty result, any other exception) stays a scored answer.
+* **One writer.** ``<run>.lock`` beside the run file is held (``flock``) for the whole run; a
+  second run on the same file fails with :class:`RunLocked` naming the holder's pid.
+* **``overwrite`` never loses the old file**: the new run is written to ``<run>.tmp`` and replaces the
+  old file atomically (``os.replace``) when its first question is finished.
+* **Changed questions are re-scored.** On resume, a record whose question or gold answers changed
+  (``question_hash``) is re-scored from its stored prediction (no LLM call); the file is rewritten
+  atomically and the result's ``rescored`` says how many.
+* Readers de-duplicate by qid (the last record wins), with a warning.
 """
 
 from __future__ import annotations
@@ -11,6 +29,7 @@ import contextvars
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -18,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..datasets import Dataset
+from ..errors import InfrastructureError, UserError
 from ..llm import ReplayMiss, track_usage
 from ..methods import Context, MethodResult, get_method
 from ..paths import results_dir
@@ -84,14 +104,32 @@ def config_hash(config: dict[str, Any]) -> str:
 
 def default_run_path(method: str, dataset: str, model_id: str, tag: str = "") -> Path:
     safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "-" for c in s)  # noqa: E731
-    name = f"{safe(dataset)}__{safe(method)}__{safe(model_id)}{'__' + safe(tag) if tag else ''}.jsonl"
+    model = safe(model_id)  # an endpoint's id holds its URL (openai:m@http://host:8000/v1 → openai-m-http---host-8000-v1)
+    if len(model) > 100:  # a long URL: keep the name short enough for any file system, and unique
+        model = f"{model[:80]}-{hashlib.sha256(model_id.encode('utf-8')).hexdigest()[:12]}"
+    name = f"{safe(dataset)}__{safe(method)}__{model}{'__' + safe(tag) if tag else ''}.jsonl"
     return results_dir() / "runs" / name
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
+class DuplicateRecordsWarning(UserWarning):
+    """A run file held several records of the same question (two writers, or an old runner)."""
+
+
+def dedupe_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """(records with one per qid — the last one, at its position —, how many were dropped).
+    Records without a qid are all kept."""
+    last = {r["qid"]: i for i, r in enumerate(records) if isinstance(r, dict) and "qid" in r}
+    kept = [r for i, r in enumerate(records) if not (isinstance(r, dict) and "qid" in r) or last[r["qid"]] == i]
+    return kept, len(records) - len(kept)
+
+
+def read_records(path: str | Path, *, dedupe: bool = True) -> list[dict[str, Any]]:
     """All complete records of a run file (a truncated last line from a killed run is skipped);
-    a ``.gz`` file (a saved benchmark run, see :func:`save_runs`) is read the same way."""
+    a ``.gz`` file (a saved benchmark run, see :func:`save_runs`) is read the same way. Several
+    records of one question (qid) count once — the last one — with a :class:`DuplicateRecordsWarning`
+    (``dedupe=False``: every line as written)."""
     import gzip
+    import warnings
 
     path = Path(path)
     if not path.exists():
@@ -101,9 +139,16 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
             try:
-                out.append(json.loads(line))
+                rec = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    if dedupe:
+        out, dropped = dedupe_records(out)
+        if dropped:
+            warnings.warn(f"{path}: {dropped} duplicate record(s) of the same question dropped (the last one "
+                          "counts); two runs wrote this file", DuplicateRecordsWarning, stacklevel=2)
     return out
 
 
@@ -157,6 +202,137 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, records: list[dict[str, Any]]) -> None:
+    """``records`` into ``path`` through ``<path>.tmp`` + ``os.replace``: a crash leaves the old file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class RunLocked(RuntimeError):
+    """Another process is writing this run file (its pid is in the message)."""
+
+
+class RunConfigMismatch(UserError, RuntimeError):
+    """The run file holds records of another configuration (model, prompts, settings, seed): the
+    command must name another file or start it afresh; ``kgqa`` shows it as one line (exit 2)."""
+
+
+class _RunLock:
+    """An exclusive ``flock`` on ``<run>.lock`` (holding the owner's pid) for the whole run.
+    The file is removed on release; an acquirer checks it locked the file that is still there."""
+
+    def __init__(self, run_path: Path) -> None:
+        self.run_path = run_path
+        self.path = run_path.with_name(run_path.name + ".lock")
+        self.fd: int | None = None
+
+    def acquire(self) -> "_RunLock":
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            return self
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise RunLocked(f"{self.run_path} is being written by another run (process {holder}, lock "
+                                f"{self.path.name}); wait for it to finish, or write to another file (--out).") from None
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                break
+            os.close(fd)  # its holder removed it while we opened it: lock the new one
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)  # still locked: whoever opened it meanwhile sees it gone and retries
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
+#: A run stops after this many questions in a row failed for the infrastructure: an endpoint that
+#: is down would fail every remaining question (each after the client's retries).
+MAX_CONSECUTIVE_OUTAGES = 3
+
+# Errors an older runner recorded as scored answers although the infrastructure failed: a resume
+# runs those questions again (and drops the old records).
+_LEGACY_OUTAGE = re.compile(r"^exception:(EndpointError|LLMEndpointError|ReplayMiss|APIConnectionError|"
+                            r"APITimeoutError|InternalServerError|RateLimitError):")
+
+
+class RunIncomplete(RuntimeError):
+    """Some questions were not answered because of the infrastructure; ``str()`` is the one-line
+    summary ("12 questions not answered: LLM endpoint http://… unreachable; re-run the same command
+    to retry them"). ``records``: what the run file holds for the dataset; ``not_answered``: the
+    qids; ``errors``: the infrastructure errors (``__cause__`` is the first)."""
+
+    def __init__(self, summary: str, records: list[dict[str, Any]], not_answered: list[str],
+                 errors: list[InfrastructureError]) -> None:
+        super().__init__(summary)
+        self.records, self.not_answered, self.errors = records, not_answered, errors
+
+
+class RunRecords(list):
+    """The run's records in dataset order (a list), with ``path`` and ``rescored`` (records re-scored
+    on resume because their question or gold changed)."""
+
+    path: Path
+    rescored: int = 0
+
+
+def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) -> str:
+    reasons = list(dict.fromkeys(e.short() for e in errors))
+    reason = reasons[0] + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else "")
+    if all(isinstance(e, ReplayMiss) for e in errors):
+        fix = ("record them with --llm-mode auto (KGQA_LLM_MODE=auto, LLM_MODE='auto' in a notebook), "
+               "then re-run the same command")
+    else:
+        fix = "re-run the same command to retry them"
+    stop = f" (stopped after {MAX_CONSECUTIVE_OUTAGES} failures in a row)" if stopped else ""
+    return f"{n} question{'s' if n != 1 else ''} not answered{stop}: {reason}; {fix}"
+
+
+def _rescore(record: dict[str, Any], q) -> dict[str, Any]:
+    """The record scored again against the current question and gold, from its stored prediction."""
+    out = dict(record)
+    out.update(question=q.question, gold=q.answers, kind=q.kind, question_hash=_question_hash(q),
+               rescored_from=record.get("question_hash"),
+               metrics=score(record.get("prediction") or [], q.answers, kind=q.kind, response=record.get("response")))
+    return out
+
+
 def _redact(text: str) -> str:
     """Second line of defence: an API key never reaches a run record, whatever an exception says."""
     key = os.environ.get("OPENAI_API_KEY")
@@ -164,8 +340,9 @@ def _redact(text: str) -> str:
 
 
 def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, Any]]:
-    """Run one question and measure it; an exception inside the method becomes a recorded error
-    (a missing recording in replay mode is not swallowed: it is a setup problem)."""
+    """Run one question and measure it; an exception inside the method becomes a recorded error,
+    except an :class:`~kgqa_lib.errors.InfrastructureError` (endpoint down, replay miss), which is
+    raised: the question was not answered."""
     fn = get_method(method)
     kg = ctx.kg
     kg_before = kg.snapshot() if isinstance(kg, Metered) else (0, 0.0)
@@ -173,7 +350,7 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
     with track_usage() as usage:
         try:
             result = fn(q, ctx)
-        except ReplayMiss:
+        except InfrastructureError:
             raise
         except Exception as exc:  # noqa: BLE001 - a method failure is data, the run goes on
             result = MethodResult([], "", [], f"exception:{type(exc).__name__}: {_redact(str(exc))[:300]}")
@@ -189,14 +366,19 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
 
 def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = None, *,
         config: dict[str, Any] | None = None, progress: bool = True, overwrite: bool = False,
-        workers: int = 1) -> list[dict[str, Any]]:
+        workers: int = 1) -> RunRecords:
     """Run ``method`` over ``dataset``, appending one record per finished question to ``out``.
 
-    Re-running with the same ``out`` resumes: finished questions are skipped. A run file written
-    under another config (model, prompts, settings, seed) is refused unless ``overwrite``.
-    ``workers`` > 1 runs questions concurrently in threads (for remote LLMs/endpoints; the local
-    model serialises its calls); records are appended as questions finish, and the result list is
-    in dataset order either way. ``workers`` is not part of the config: results do not depend on it."""
+    Re-running with the same ``out`` resumes: finished questions are skipped (records whose
+    question or gold changed are re-scored from their prediction). A run file written under another
+    config (model, prompts, settings, seed) is refused unless ``overwrite``, which replaces the old
+    file atomically once the first new question is finished. ``workers`` > 1 runs questions
+    concurrently in threads (for remote LLMs/endpoints; the local model serialises its calls);
+    records are appended as questions finish, and the result list is in dataset order either way.
+    ``workers`` is not part of the config: results do not depend on it.
+
+    Raises :class:`RunLocked` when another process writes ``out``, and :class:`RunIncomplete`
+    (after writing every answer it could) when the infrastructure left questions unanswered."""
     get_method(method)  # fail fast on a typo
     if ctx.kg is not None and not isinstance(ctx.kg, Metered):
         ctx.kg = Metered(ctx.kg)
@@ -210,22 +392,61 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
     chash = config_hash(config)
     out = Path(out) if out else default_run_path(method, dataset.name, ctx.llm.model_id)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if overwrite and out.exists():
-        out.unlink()
-    existing = read_records(out)
+    lock = _RunLock(out).acquire()
+    try:
+        return _run_locked(method, dataset, ctx, out, config, chash, progress, overwrite, workers)
+    finally:
+        lock.release()
+
+
+def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: dict[str, Any], chash: str,
+                progress: bool, overwrite: bool, workers: int) -> RunRecords:
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        tmp.unlink()  # a crashed writer's leftover (we hold the lock)
+    replace_pending = overwrite and out.exists()  # the old file stays until a new answer replaces it
+    existing = [] if overwrite else read_records(out, dedupe=False)
     other = {r.get("config_hash") for r in existing} - {chash}
     if other:
-        raise RuntimeError(
+        raise RunConfigMismatch(
             f"{out} holds records of another configuration ({', '.join(sorted(map(str, other)))} ≠ {chash}). "
             "Use another output path (--out), or --overwrite to start it afresh."
         )
-    done = {r["qid"]: r for r in existing}
+    kept, duplicates = dedupe_records(existing)
+    legacy = [r for r in kept if _LEGACY_OUTAGE.match(str(r.get("error") or ""))]
+    kept = [r for r in kept if not _LEGACY_OUTAGE.match(str(r.get("error") or ""))]
+    questions = {q.qid: q for q in dataset}
+    rescored = 0
+    for i, r in enumerate(kept):
+        q = questions.get(r.get("qid"))
+        # (a record without the hash, or a benchmark's stripped copy without the prediction, is kept as is)
+        if q is not None and r.get("question_hash") and not r.get("stripped") and r["question_hash"] != _question_hash(q):
+            kept[i] = _rescore(r, q)
+            rescored += 1
+    if duplicates or legacy or rescored:
+        _write_atomically(out, kept)
+    done = {r["qid"]: r for r in kept if "qid" in r}
     todo = [q for q in dataset if q.qid not in done]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(dataset), initial=len(dataset) - len(todo), desc=f"{method} · {dataset.name}", unit="q")
+        for what, n in (("re-scored (their question or gold answers changed)", rescored),
+                        ("duplicate records dropped", duplicates),
+                        ("records of an endpoint outage dropped, to run again", len(legacy))):
+            if n:
+                bar.write(f"{out.name}: {n} {what}")
+
+    def write(record: dict[str, Any]) -> None:
+        nonlocal replace_pending
+        if replace_pending:  # --overwrite: the new file replaces the old one with its first answer
+            _append(tmp, record)
+            os.replace(tmp, out)
+            _fsync_dir(out.parent)
+            replace_pending = False
+        else:
+            _append(out, record)
 
     def finish(q, result: MethodResult, acct: dict[str, Any]) -> None:
         metrics = score(result.answers, q.answers, kind=q.kind, response=result.response)
@@ -236,15 +457,34 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
             **acct, "method": method, "model_id": ctx.llm.model_id,
             "config_hash": chash, "config": config,
         }
-        _append(out, record)
+        write(record)
         done[q.qid] = record
         if bar:
             bar.update(1)
 
+    outages: list[InfrastructureError] = []
+    in_a_row = 0
+
+    def outcome(q, get: Callable[[], tuple[MethodResult, dict[str, Any]]]) -> bool:
+        """Record one question's outcome; False when the run should stop (the infrastructure is down)."""
+        nonlocal in_a_row
+        try:
+            result = get()
+        except InfrastructureError as exc:  # not an answer: no record, the next resume retries it
+            outages.append(exc)
+            in_a_row += 1
+            return in_a_row < MAX_CONSECUTIVE_OUTAGES
+        in_a_row = 0
+        finish(q, *result)
+        return True
+
+    stopped = False
     try:
         if workers <= 1:
             for q in todo:
-                finish(q, *run_question(method, q, ctx))
+                if not outcome(q, lambda q=q: run_question(method, q, ctx)):
+                    stopped = True
+                    break
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgqa-q") as pool:
                 pending = {pool.submit(contextvars.copy_context().run, run_question, method, q, ctx): q for q in todo}
@@ -252,13 +492,23 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
                     while pending:
                         finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                         for fut in finished:
-                            q = pending.pop(fut)
-                            finish(q, *fut.result())  # a ReplayMiss (setup problem) stops the run
+                            if not outcome(pending.pop(fut), fut.result) and not stopped:
+                                stopped = True  # questions not started are dropped; running ones are recorded
+                                for f in pending:
+                                    f.cancel()
+                                pending = {f: q for f, q in pending.items() if not f.cancelled()}
                 except BaseException:
                     for fut in pending:
                         fut.cancel()
                     raise
+        if replace_pending and not outages:  # --overwrite of a run with nothing to run: an empty file
+            _write_atomically(out, [])
     finally:
         if bar:
             bar.close()
-    return [done[q.qid] for q in dataset if q.qid in done]
+    records = RunRecords(done[q.qid] for q in dataset if q.qid in done)
+    records.path, records.rescored = out, rescored
+    if outages:
+        missing = [q.qid for q in todo if q.qid not in done]
+        raise RunIncomplete(_outage_summary(len(missing), outages, stopped), records, missing, outages) from outages[0]
+    return records

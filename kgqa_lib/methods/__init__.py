@@ -4,10 +4,12 @@ Each method is a pipeline of named stages; :func:`get_method` resolves a name su
 
 from __future__ import annotations
 
-from .base import Context, MethodResult, Stage, get_method, method_names, register_method
+from .base import (Context, MethodResult, Settings, SettingsError, Stage, coerce_settings, get_method, method_names,
+                   method_settings, register_method, setting)
 from . import baselines  # noqa: F401  (registers io, cot)
 from . import pgakv  # noqa: F401  (registers pgakv, sc, qsm)
 from . import fusic  # noqa: F401  (registers fusic)
 from . import keqing  # noqa: F401  (registers keqing)
 
-__all__ = ["Context", "MethodResult", "Stage", "get_method", "method_names", "register_method"]
+__all__ = ["Context", "MethodResult", "Settings", "SettingsError", "Stage", "coerce_settings", "get_method",
+           "method_names", "method_settings", "register_method", "setting"]

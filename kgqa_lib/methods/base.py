@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import difflib
+import functools
+import numbers
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, Literal, Mapping, Union
 
 from ..datasets import Question
+from ..errors import UserError
 
 
 @dataclass
@@ -18,6 +25,13 @@ class Context:
     embedder: Any = None  # kgqa_lib.embed.Embedder
     settings: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        # Validated once, against every method's settings (one Context may serve several methods):
+        # a typo or a bad value is an error here; values are coerced ("false" → False). Only the
+        # keys given are kept (defaults live in each method's settings class), so the run config
+        # hash of existing runs is unchanged.
+        self.settings = coerce_settings(self.settings or {})
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)
@@ -62,26 +76,223 @@ class Tracer:
         return out
 
 
+# --------------------------------------------------------------------------------------------
+# Settings: one typed class per method (defaults, types, a line of help per field)
+# --------------------------------------------------------------------------------------------
+class SettingsError(UserError, ValueError):
+    """An unknown setting or a value of the wrong type; the message names the key, the expected
+    type and the value, or lists the valid keys."""
+
+
+def setting(default: Any, help: str) -> Any:
+    """A settings field: its default and one line of help (shown by ``kgqa run --help-settings``)."""
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Settings every method accepts. A method's own class extends this one (``PGAKVSettings``...);
+    :func:`coerce_settings` builds it from ``--set`` strings, notebook parameters or Python values."""
+
+    kg: str | None = setting(None, "name of the KG the questions are asked against (`kgqa run` sets it "
+                                   "from --kg or the dataset for KG methods)")
+
+    @classmethod
+    def of(cls, ctx: "Context | Mapping[str, Any]") -> "Settings":
+        """This class filled from a context's settings (defaults for the keys not given; keys of other
+        methods are ignored: one Context may serve several methods)."""
+        raw = ctx if isinstance(ctx, Mapping) else ctx.settings
+        names = _field_types(cls)
+        return cls(**coerce_settings({k: v for k, v in raw.items() if k in names}, cls))
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, Any, str]]:
+        """(name, type, default, help) of every field, in declaration order."""
+        types_ = _field_types(cls)
+        return [(f.name, _type_name(types_[f.name]), f.default if f.default is not MISSING else None,
+                 f.metadata.get("help", "")) for f in fields(cls)]
+
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls)}
+
+
+def _optional_of(tp: Any) -> Any:
+    """``X`` for ``X | None`` (else None)."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0]
+    return None
+
+
+def _type_name(tp: Any) -> str:
+    inner = _optional_of(tp)
+    if inner is not None:
+        return f"{_type_name(inner)} or None"
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    return getattr(tp, "__name__", str(tp))
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+class _Bad(Exception):
+    """A value that does not fit a type (turned into a SettingsError naming the key)."""
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    inner = _optional_of(tp)
+    if inner is not None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
+            return None
+        return _coerce(value, inner)
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if isinstance(value, str):
+            value = value.strip()
+            if value not in choices and isinstance(_literal(value), str):
+                value = _literal(value)  # a quoted string: "'chain'"
+        if value in choices:
+            return value
+        raise _Bad
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+        raise _Bad
+    if tp is int:
+        if isinstance(value, str):
+            value = _literal(value)
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)  # (a numpy integer too)
+        raise _Bad
+    if tp is float:  # an int stays an int (as old runs stored it: their config hash is unchanged)
+        if isinstance(value, str):
+            text, value = value, _literal(value)
+            if isinstance(value, str):
+                try:
+                    value = float(text)
+                except ValueError:
+                    raise _Bad from None
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, numbers.Real):
+            return float(value)
+        raise _Bad
+    if tp is str:
+        if isinstance(value, str):
+            parsed = _literal(value)
+            return parsed if isinstance(parsed, str) else value  # '""' (a quoted string) → ""
+        raise _Bad
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(value, str):
+            parsed = _literal(value)
+            value = parsed if isinstance(parsed, (list, tuple)) else [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, (list, tuple)):
+            return [_coerce(v, item) for v in value]
+        raise _Bad
+    raise TypeError(f"settings of type {tp!r} are not supported")  # a bug in a settings class
+
+
+def _valid_keys_hint(valid: list[str], key: str) -> str:
+    close = difflib.get_close_matches(key, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def coerce_settings(raw: Mapping[str, Any], of: "type[Settings] | str | None" = None) -> dict[str, Any]:
+    """Check and convert settings given as ``--set`` strings, notebook parameters or Python values.
+
+    ``of``: a settings class, a method name, or None for any registered method's settings (what a
+    :class:`Context` accepts, as one context may serve several methods). Returns the keys given
+    (no defaults added), each converted to its field's type: bools from true/false/yes/no/on/off/1/0
+    in any case, ints and floats from their text, ``None``/``none`` for optional fields, lists from
+    ``a,b`` or ``[a, b]``. An unknown key or a value of the wrong type is a :class:`SettingsError`."""
+    if of is None:
+        table, who = _all_setting_types(), ""
+    elif isinstance(of, str):
+        table, who = _field_types(method_settings(of)), of
+    else:
+        table, who = _field_types(of), of.__name__
+    out: dict[str, Any] = {}
+    for key, value in dict(raw).items():
+        if key not in table:
+            valid = sorted(table)
+            how = f"`kgqa run --method {who} --help-settings`" if isinstance(of, str) else \
+                "`kgqa run --method METHOD --help-settings`"
+            what = f"no method has a setting {key!r}" if of is None else f"unknown setting {key!r} for {who}"
+            raise SettingsError(f"{what}{_valid_keys_hint(valid, str(key))}; valid settings: {', '.join(valid)} "
+                                f"(see {how})")
+        try:
+            out[key] = _coerce(value, table[key])
+        except _Bad:
+            raise SettingsError(f"setting {key!r}{' of ' + who if who else ''} expects {_type_name(table[key])}"
+                                f"{' (true/false/yes/no/1/0)' if table[key] is bool else ''}, got {value!r}") from None
+    return out
+
+
 MethodFn = Callable[[Question, Context], MethodResult]
 _METHODS: dict[str, MethodFn] = {}
+_SETTINGS: dict[str, type[Settings]] = {}
 
 
-def register_method(name: str, prompts: tuple[str, ...] = ()) -> Callable[[MethodFn], MethodFn]:
+def register_method(name: str, prompts: tuple[str, ...] = (),
+                    settings: type[Settings] = Settings) -> Callable[[MethodFn], MethodFn]:
     """Register a method under ``name``; ``prompts`` names the prompt files it uses (their
-    hashes go into the run config, so editing a prompt starts a new run)."""
+    hashes go into the run config, so editing a prompt starts a new run); ``settings`` is its
+    settings class (a subclass of :class:`Settings`). A key shared by several methods must have
+    the same type in each (one Context may serve several methods)."""
+    known = _all_setting_types()
+    for key, tp in _field_types(settings).items():
+        if key in known and known[key] != tp:
+            raise TypeError(f"setting {key!r} of {name} is {tp}, elsewhere {known[key]}: use one type")
 
     def deco(fn: MethodFn) -> MethodFn:
         fn.prompts = prompts  # type: ignore[attr-defined]
+        fn.settings = settings  # type: ignore[attr-defined]
         _METHODS[name] = fn
+        _SETTINGS[name] = settings
+        _all_setting_types.cache_clear()
         return fn
 
     return deco
+
+
+@functools.lru_cache(maxsize=1)
+def _all_setting_types() -> dict[str, Any]:
+    out = dict(_field_types(Settings))
+    for cls in _SETTINGS.values():
+        out.update(_field_types(cls))
+    return out
 
 
 def get_method(name: str) -> MethodFn:
     if name not in _METHODS:
         raise ValueError(f"Unknown method {name!r}; known: {', '.join(method_names())}")
     return _METHODS[name]
+
+
+def method_settings(name: str) -> type[Settings]:
+    """The settings class of a registered method."""
+    get_method(name)
+    return _SETTINGS[name]
 
 
 def method_names() -> list[str]:

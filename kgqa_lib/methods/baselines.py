@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..datasets import Question
 from ..parse import Parsed, extract_braced_answers
 from ..prompting import load_prompt
-from .base import Context, MethodResult, Tracer, register_method
+from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 
 
 @dataclass
@@ -57,15 +57,25 @@ def _answer_with(prompt_name: str, q: Question, ctx: Context, max_tokens: int) -
     return MethodResult(parsed.items, gen.text, tr.stages, parsed.error)
 
 
-@register_method("io", prompts=("io", "io_open"))
+@dataclass(frozen=True)
+class IOSettings(Settings):
+    max_tokens: int = setting(64, "tokens of the answer (open questions: at least 160)")
+
+
+@dataclass(frozen=True)
+class CoTSettings(Settings):
+    max_tokens: int = setting(256, "tokens of the reasoning and answer (open questions: at least 160)")
+
+
+@register_method("io", prompts=("io", "io_open"), settings=IOSettings)
 def io(q: Question, ctx: Context) -> MethodResult:
     """IO prompting: six question→answer exemplars, then the question (open questions: two
     exemplars of short prose answers)."""
-    return _answer_with("io", q, ctx, ctx.get("max_tokens", 64))
+    return _answer_with("io", q, ctx, IOSettings.of(ctx).max_tokens)
 
 
-@register_method("cot", prompts=("cot", "cot_open"))
+@register_method("cot", prompts=("cot", "cot_open"), settings=CoTSettings)
 def cot(q: Question, ctx: Context) -> MethodResult:
     """Chain-of-thought: six exemplars with short reasoning, then ``Answer: {...}`` (open
     questions: the facts needed, then a prose answer)."""
-    return _answer_with("cot", q, ctx, ctx.get("max_tokens", 256))
+    return _answer_with("cot", q, ctx, CoTSettings.of(ctx).max_tokens)

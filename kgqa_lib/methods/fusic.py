@@ -31,14 +31,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from ..datasets import Dataset, Question
-from ..kg import MAX_QUERY_DEPTH, QueryRejected, QueryTimeout, check_read_only, nesting_depth
+from ..errors import InfrastructureError
+from ..kg import MAX_QUERY_DEPTH, QueryRejected, QuerySyntaxError, QueryTimeout, check_read_only, nesting_depth
 from ..parse import clean_text
 from ..prompting import load_prompt
 from ..sexpr import SExprError, extract_sexpr, to_sparql as sexpr_to_sparql
-from .base import Context, MethodResult, Tracer, register_method
+from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 MW = "http://kgqa.local/miniworld/"
@@ -724,6 +725,8 @@ _PATTERN_SPLIT = re.compile(r"\s\.\s|\s\.$|;")
 def _exists(kg, s: str, p: str, o: str) -> bool:
     try:
         return bool(kg.sparql(f"ASK {{ {s} {p} {o} }}", timeout=5).boolean)
+    except InfrastructureError:
+        raise  # the endpoint is down: not a diagnosis, not an answer
     except Exception:  # noqa: BLE001 - a diagnosis is best effort
         return True
 
@@ -776,6 +779,8 @@ def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sp
                          message=f"The query nests brackets {depth} levels deep; write a flat query.")
     try:
         form = check_read_only(sparql)
+    except QuerySyntaxError:
+        form = None  # reported by the KG below (status parse_error, in the engine's words), as it always was
     except QueryRejected as exc:
         return Execution(query, sparql, "rejected", message=f"Only a read-only SELECT query is allowed ({exc}).")
     except Exception as exc:  # noqa: BLE001
@@ -800,6 +805,8 @@ def execute_query(query: str, kg, profile: SchemaProfile, *, language: str = "sp
         return Execution(query, sparql, "timeout", message=f"The query ran longer than {timeout:.0f} s; make it more specific.")
     except (QueryRejected, SyntaxError, ValueError) as exc:
         return Execution(query, sparql, "parse_error", message=f"The query does not parse: {str(exc)[:200]}")
+    except InfrastructureError:
+        raise  # the endpoint is down: the question is not answered (see kgqa_lib.errors)
     except Exception as exc:  # noqa: BLE001 - the store's own errors
         return Execution(query, sparql, "parse_error", message=f"The query failed: {type(exc).__name__}: {str(exc)[:160]}")
     if form == "ASK":
@@ -1142,7 +1149,7 @@ def egf_loop(messages: list[dict[str, str]], kg, profile: SchemaProfile, ctx: Co
     for rnd in range(rounds + 1):
         text = generate_query(dialogue, ctx)
         query, _ = extract_query(text, language)
-        ex = execute_query(query, kg, profile, language=language, max_answers=ctx.get("max_answers", 100), exclude=exclude,
+        ex = execute_query(query, kg, profile, language=language, max_answers=FuSICSettings.of(ctx).max_answers, exclude=exclude,
                            anchors=exclude)
         attempts.append(Attempt(rnd, text, ex))
         if ex.ok:
@@ -1153,15 +1160,31 @@ def egf_loop(messages: list[dict[str, str]], kg, profile: SchemaProfile, ctx: Co
     return attempts
 
 
+@dataclass(frozen=True)
+class FuSICSettings(Settings):
+    """``kgqa run --method fusic --help-settings``."""
+
+    task: str = setting("geo-wd>cinema-fb", "the transfer task, source>target (its KGs and questions)")
+    shots: int = setting(5, "few-shot examples of the target available to the retrievers (0 = zero-shot)")
+    retrievers: str = setting("bm25,dense", "comma-separated supervised retrievers: bm25, dense ('' = none, "
+                                            "the naive baseline)")
+    rerank: bool = setting(True, "re-rank the retrieved candidates with the LLM")
+    egf_rounds: int = setting(4, "execution-guided feedback rounds after the first query")
+    language: Literal["sparql", "sexpr"] = setting("sparql", "what the LLM writes: SPARQL or s-expressions")
+    oracle_linking: bool = setting(False, "link the gold topic entities instead of the question's mentions")
+    K: int = setting(10, "candidates each retriever returns per aspect before re-ranking")
+    exemplars: int = setting(3, "exemplars of the target shown in the prompt")
+    max_answers: int = setting(100, "answers kept from a query's result")
+
+
 def settings_of(ctx: Context) -> dict[str, Any]:
-    return {"task": ctx.get("task", "geo-wd>cinema-fb"), "shots": int(ctx.get("shots", 5)),
-            "retrievers": ctx.get("retrievers", "bm25,dense"), "rerank": bool(ctx.get("rerank", True)),
-            "egf_rounds": int(ctx.get("egf_rounds", 4)), "language": ctx.get("language", "sparql"),
-            "oracle_linking": bool(ctx.get("oracle_linking", False)), "K": int(ctx.get("K", 10)),
-            "exemplars": int(ctx.get("exemplars", 3))}
+    """The method's settings, defaults filled in (a dict, as the stages take them)."""
+    from dataclasses import asdict
+
+    return asdict(FuSICSettings.of(ctx))
 
 
-@register_method("fusic", prompts=("fusic_rerank", "fusic_sparql", "fusic_sexpr"))
+@register_method("fusic", prompts=("fusic_rerank", "fusic_sparql", "fusic_sexpr"), settings=FuSICSettings)
 def fusic(q: Question, ctx: Context) -> MethodResult:
     """FuSIC-KBQA on a transfer task. Settings (``--set``): ``task``, ``shots`` (0 = zero-shot),
     ``retrievers`` ("bm25,dense"; "" = no retrieval, the naive baseline), ``rerank``,

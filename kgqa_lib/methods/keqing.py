@@ -13,8 +13,10 @@ Stages, one function each (the notebooks show them cell by cell):
 4. :func:`retrieve_candidates` — the chains executed on the KG from the sub-question's seeds →
    candidate triples grouped by chain. The question's topic entity is never an answer of any hop
    (MetaQA's convention, also when a chain returns to its start).
-5. :func:`reason` — the LLM picks the answers of each sub-question from the verbalised
-   candidates; answers flow into the sub-questions that depend on them.
+5. :func:`select_candidates` — candidate reasoning as in the paper (sec. 3.3): the LLM reads the
+   verbalised candidate triples of a sub-question and selects its answer entities (C* ⊆ C);
+   answers flow into the sub-questions that depend on them. :func:`reason` (the LLM chooses among
+   chain groups) and :func:`keep_all` (no LLM) are the named alternatives (``reasoning`` setting).
 6. :func:`respond` — the LLM summarises the execution log into an answer that shows the path.
 
 Pools and splits: MetaQA has no train split here, so dev is split by line number — every tenth
@@ -32,7 +34,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -41,7 +43,7 @@ from ..embed import cosine_topk
 from ..parse import clean_text
 from ..paths import data_dir
 from ..prompting import load_prompt
-from .base import Context, MethodResult, Stage, Tracer, register_method
+from .base import Context, MethodResult, Settings, Stage, Tracer, register_method, setting
 
 MASK = "[mask]"
 _ANSWER_REF = re.compile(r"<\s*answer\s*>\s*-?\s*(\d+)", re.I)
@@ -411,6 +413,7 @@ class CandidateGroup:
     chain: tuple[str, ...]
     triples: list[tuple[str, str, str]]  # (head label, relation, tail label), one per reached entity
     tails: list[str]  # reached entity IRIs / literal values, most supported first
+    reached: list[str] = field(default_factory=list)  # the entity of each triple (same order as ``triples``)
 
     def as_dict(self) -> dict[str, Any]:
         return {"chain": list(self.chain), "n": len(self.tails), "triples": [list(t) for t in self.triples[:20]]}
@@ -445,14 +448,16 @@ def retrieve_candidates(kg, kg_name: str, seeds: Sequence[str], chains: Sequence
     for chain in chains:
         support: Counter = Counter()
         triples: list[tuple[str, str, str]] = []
+        reached: list[str] = []
         rel_name = " / ".join(c.replace("_", " ") for c in chain)
         for seed in list(seeds)[:max_seeds]:
             for v, src in _walk(kg, kg_name, seed, chain, exclude):
                 if support[v] == 0:
                     triples.append((_label(kg, src), rel_name, _label(kg, v)))
+                    reached.append(v)
                 support[v] += 1
         tails = sorted(support, key=lambda v: -support[v])  # stable: ties keep the order they were reached in
-        groups.append(CandidateGroup(tuple(chain), triples, tails))
+        groups.append(CandidateGroup(tuple(chain), triples, tails, reached))
     return groups
 
 
@@ -472,10 +477,27 @@ class Reasoning:
     text: str = ""  # the LLM's output ("" when no call was needed)
     called: bool = False
     error: str | None = None
+    mode: str = "group"  # "select" (the paper's C* ⊆ C), "group" (choose chain groups), "all" (no LLM)
+    n_candidates: int = 0  # candidate entities the chains reached
+    candidates: list[str] = field(default_factory=list)  # their labels (the first MAX_TRACE)
+    selected: list[str] = field(default_factory=list)  # labels the LLM selected that are candidates
+    unmatched: int = 0  # names the LLM wrote that are no candidate (made up, or a subject)
+    over_bound: bool = False  # more candidates than one call may show: all kept, no selection call
+    calls: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"subquestion": self.subquestion, "question": self.question, "chosen": self.chosen,
-                "n_answers": len(self.answers), "text": self.text, "called": self.called, "error": self.error}
+        out = {"subquestion": self.subquestion, "question": self.question, "chosen": self.chosen,
+               "n_answers": len(self.answers), "text": self.text, "called": self.called, "error": self.error}
+        if self.mode != "group":
+            out.update(mode=self.mode, n_candidates=self.n_candidates, candidates=self.candidates[:MAX_TRACE],
+                       selected=self.selected[:MAX_TRACE], unmatched=self.unmatched, over_bound=self.over_bound,
+                       calls=self.calls)
+        return out
+
+
+MAX_TRACE = 100  # candidate / selected labels kept in a trace
+REASONING_MODES = ("select", "group", "all")
+SELECT_FORMATS = {"rules": "keqing_select", "text": "keqing_select_text"}
 
 
 def fill_mask(template: str, names: Sequence[str], limit: int = 3) -> str:
@@ -515,6 +537,126 @@ def reason(sub_text: str, groups: Sequence[CandidateGroup], ctx: Context, sub_id
     return Reasoning(sub_id, sub_text, chosen, answers, r.text, True, error)
 
 
+def verbalise(group: CandidateGroup, i: int, fmt: str = "rules") -> str:
+    """The i-th candidate fact of a group as the LLM sees it: a tuple ``(s, r, o)`` (``rules``: the
+    format explained in the instruction, for off-the-shelf models) or a sentence ``s r o.`` (``text``:
+    the serialised form of the paper's Fig. 4, for fine-tuned models). A one-relation inverse chain
+    (``^directed_by`` from a director) is turned round, so the fact reads as the KG states it."""
+    head, _, tail = group.triples[i]
+    chain = group.chain
+    rel = " / ".join(c.lstrip("^").replace("_", " ") for c in chain)
+    s, o = (tail, head) if len(chain) == 1 and chain[0].startswith("^") else (head, tail)
+    return f"({s}, {rel}, {o})" if fmt == "rules" else f"{s} {rel} {o}."
+
+
+def candidate_facts(groups: Sequence[CandidateGroup], which: Sequence[int],
+                    fmt: str = "rules") -> list[tuple[str, str, str]]:
+    """(entity, its label, the verbalised fact that reached it) for every candidate of the chosen
+    groups, each entity once (the first group that reached it)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for gi in which:
+        g = groups[gi]
+        for i, v in enumerate(g.reached):
+            if v not in out:
+                out[v] = (v, g.triples[i][2], verbalise(g, i, fmt))
+    return list(out.values())
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^\w]+", " ", name.casefold()).strip()
+
+
+def parse_selection(text: object) -> tuple[list[str] | None, bool]:
+    """The names in the LLM's answer: a JSON list (repaired leniently), else a comma/line list.
+    Returns (names, parsed_as_list); ``None`` when the text holds nothing at all."""
+    t = clean_text(text)
+    if not t:
+        return None, False
+    m = re.search(r"\[(.*?)\]", t, re.S)
+    if m:
+        body = "[" + m.group(1) + "]"
+        for loader in (json.loads, __import__("ast").literal_eval):
+            try:
+                v = loader(body)
+            except Exception:  # noqa: BLE001 - LLM output is data
+                continue
+            if isinstance(v, (list, tuple)):
+                return [str(x).strip() for x in v if str(x).strip()], True
+        items = [x.strip().strip("'\"").strip() for x in m.group(1).split(",")]
+        return [x for x in items if x], True
+    items = [x.strip().strip("'\"-*•. ").strip() for x in re.split(r"[\n,;]", t)]
+    return [x for x in items if x], False
+
+
+def match_selection(names: Sequence[str], cands: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str], int]:
+    """Map the names the LLM wrote onto candidates by their (normalised) labels: the selected
+    entities (every entity carrying a named label), their labels, and how many names matched none."""
+    by_label: dict[str, list[str]] = defaultdict(list)
+    label_of: dict[str, str] = {}
+    for v, label, _ in cands:
+        by_label[_norm(label)].append(v)
+        label_of[v] = label
+    chosen: dict[str, None] = {}
+    unmatched = 0
+    for n in names:
+        hit = by_label.get(_norm(n))
+        if hit:
+            chosen.update(dict.fromkeys(hit))
+        else:
+            unmatched += 1
+    iris = list(chosen)
+    return iris, [label_of[v] for v in iris], unmatched
+
+
+def select_candidates(sub_text: str, groups: Sequence[CandidateGroup], ctx: Context, sub_id: int = 0,
+                      fmt: str = "rules", max_candidates: int = 40) -> Reasoning:
+    """Candidate reasoning as in the paper (sec. 3.3, Eq. 4): the LLM reads the verbalised candidate
+    triples of a sub-question and selects the answer entities, C* ⊆ C. One call per sub-question.
+
+    Bound: one call shows at most ``max_candidates`` facts. Above it, several chain groups are first
+    narrowed by the group choice (:func:`reason`, one more call); if the rest is still above the
+    bound, every candidate is kept without a selection call (``over_bound``, counted). An answer
+    that names no candidate falls back to all candidates (``select_empty`` when the LLM selected
+    nothing, ``select_unmatched`` when its names match none): a malformed answer never ends a run."""
+    if fmt not in SELECT_FORMATS:
+        raise ValueError(f"unknown candidate format {fmt!r}; use one of {', '.join(SELECT_FORMATS)}")
+    live = [i for i, g in enumerate(groups) if g.tails]
+    if not live:
+        return Reasoning(sub_id, sub_text, [], [], error="no_candidates", mode="select")
+    which, text, calls, error = live, "", 0, None
+    n_all = len(candidate_facts(groups, live, fmt))
+    if n_all > max_candidates and len(live) > 1:
+        g = reason(sub_text, groups, ctx, sub_id)
+        which, text, calls, error = g.chosen, g.text, 1, g.error
+    cands = candidate_facts(groups, which, fmt)
+    labels = [c[1] for c in cands]
+    if len(cands) > max_candidates:
+        return Reasoning(sub_id, sub_text, list(which), [c[0] for c in cands], text, calls > 0, error, "select",
+                         n_all, labels, [], 0, True, calls)
+    prompt = load_prompt(SELECT_FORMATS[fmt])
+    facts = "\n".join(c[2] for c in cands) if fmt == "rules" else " ".join(c[2] for c in cands)
+    r = ctx.llm.chat(prompt.messages(facts=facts, question=sub_text), max_tokens=min(24 + 12 * len(cands), 480),
+                     temperature=0.0, seed=ctx.seed)
+    calls += 1
+    names, _ = parse_selection(r.text)
+    iris, chosen_labels, unmatched = match_selection(names or [], cands)
+    if not iris:  # nothing usable: keep every candidate, and say why
+        error = "select_unmatched" if names else "select_empty"
+        return Reasoning(sub_id, sub_text, list(which), [c[0] for c in cands], r.text, True, error, "select",
+                         n_all, labels, [], unmatched, False, calls)
+    return Reasoning(sub_id, sub_text, list(which), iris, r.text, True, error, "select", n_all, labels,
+                     chosen_labels, unmatched, False, calls)
+
+
+def keep_all(sub_text: str, groups: Sequence[CandidateGroup], sub_id: int = 0) -> Reasoning:
+    """No candidate reasoning: every entity the chains reached answers the sub-question."""
+    live = [i for i, g in enumerate(groups) if g.tails]
+    if not live:
+        return Reasoning(sub_id, sub_text, [], [], error="no_candidates", mode="all")
+    tails = list(dict.fromkeys(v for i in live for v in groups[i].tails))
+    return Reasoning(sub_id, sub_text, live, tails, mode="all", n_candidates=len(tails))
+
+
 # --------------------------------------------------------------------------------------------
 # Execution of the whole plan, and stage 6: the response
 # --------------------------------------------------------------------------------------------
@@ -545,8 +687,13 @@ def order_subquestions(subs: Sequence[SubQuestion]) -> list[SubQuestion]:
 
 
 def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, ctx: Context, kg_name: str,
-                 K: int = 1) -> tuple[list[Step], str | None]:
-    """Match, retrieve and reason for every sub-question in dependency order."""
+                 K: int = 1, reasoning: str = "select", fmt: str = "rules",
+                 max_candidates: int = 40) -> tuple[list[Step], str | None]:
+    """Match, retrieve and reason for every sub-question in dependency order. ``reasoning``:
+    ``select`` (the paper's candidate reasoning, :func:`select_candidates`), ``group`` (the LLM
+    chooses among chain groups, no call for one group: :func:`reason`) or ``all`` (no LLM)."""
+    if reasoning not in REASONING_MODES:
+        raise ValueError(f"unknown reasoning {reasoning!r}; use one of {', '.join(REASONING_MODES)}")
     kg = ctx.kg
     ordered = order_subquestions(subs)
     matches = {m.subquestion: m for m in match_templates(ordered, bank, ctx.embedder, K)}
@@ -572,9 +719,14 @@ def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, c
         seeds = list(dict.fromkeys(seeds))
         groups = retrieve_candidates(kg, kg_name, seeds, matches[s.id].chains, topic)
         shown = fill_mask(s.question if MASK in s.question else matches[s.id].text, [_label(kg, v) for v in seeds])
-        r = reason(shown, groups, ctx, s.id)
-        if r.error == "bad_choice":
-            error = error or "bad_choice"
+        if reasoning == "select":
+            r = select_candidates(shown, groups, ctx, s.id, fmt, max_candidates)
+        elif reasoning == "group":
+            r = reason(shown, groups, ctx, s.id)
+        else:
+            r = keep_all(shown, groups, s.id)
+        if r.error in ("bad_choice", "select_empty", "select_unmatched"):
+            error = error or r.error
         answers[s.id] = r.answers
         steps.append(Step(s, seeds, matches[s.id], groups, r))
     return steps, error
@@ -662,20 +814,35 @@ def bank_for(kg_name: str, phrasings: str = "all") -> TemplateBank:
     return TemplateBank(usable, {c: t for c, t in bank.canonical.items() if relation_path(kg_name, c) is not None})
 
 
+@dataclass(frozen=True)
+class KeqingSettings(Settings):
+    """``kgqa run --method keqing --help-settings``."""
+
+    K: int = setting(1, "templates (candidate relation chains) kept per sub-question")
+    exemplars: int = setting(4, "decomposition exemplars in the prompt")
+    select: Literal["embedding", "fixed"] = setting("embedding", "exemplars: the most similar pool questions, or a "
+                                                                 "fixed spread over hops")
+    mode: Literal["decompose", "chain"] = setting("decompose", "decompose into sub-questions, or write the relation "
+                                                               "chain directly (Fig. 6's ablation)")
+    phrasings: Literal["all", "canonical"] = setting("all", "template phrasings: all of ours, or one per chain")
+    respond: bool = setting(True, "summarise the reasoning with the LLM (false: the execution log)")
+    reasoning: Literal["select", "group", "all"] = setting("select", "select: the paper's candidate selection; "
+                                                                     "group: choose chain groups; all: no LLM")
+    candidates: Literal["rules", "text"] = setting("rules", "how candidate triples are shown: tuples explained "
+                                                            "in the instruction, or sentences")
+    reason_max: int = setting(40, "candidate facts one selection call may show")
+
+
 def settings_of(ctx: Context) -> dict[str, Any]:
-    return {"K": int(ctx.get("K", 1)), "exemplars": int(ctx.get("exemplars", 4)),
-            "select": ctx.get("select", "embedding"), "mode": ctx.get("mode", "decompose"),
-            "phrasings": ctx.get("phrasings", "all"), "respond": _flag(ctx.get("respond", True))}
+    """The method's settings, defaults filled in (a dict, as the stages take them)."""
+    from dataclasses import asdict
 
-
-def _flag(v: Any) -> bool:
-    """``--set respond=false`` arrives as the string "false"."""
-    return v.strip().lower() not in ("false", "0", "no", "off", "") if isinstance(v, str) else bool(v)
+    return asdict(KeqingSettings.of(ctx))
 
 
 def _kg_name(ctx: Context) -> str:
     """The schema the template bank is built for; a SPARQL endpoint names it by its profile."""
-    name = str(ctx.get("kg", "miniworld"))
+    name = KeqingSettings.of(ctx).kg or "miniworld"
     if name.startswith("sparql+"):
         from ..remote import parse_kg_url
 
@@ -683,11 +850,16 @@ def _kg_name(ctx: Context) -> str:
     return {"miniworld:wikidata": "miniworld"}.get(name, name)
 
 
-@register_method("keqing", prompts=("keqing_decompose", "keqing_reason", "keqing_respond", "keqing_chain"))
+@register_method("keqing", prompts=("keqing_decompose", "keqing_reason", "keqing_respond", "keqing_chain",
+                                    "keqing_select", "keqing_select_text"), settings=KeqingSettings)
 def keqing(q: Question, ctx: Context) -> MethodResult:
     """Keqing. Settings (``--set``): ``K`` (templates per sub-question, 1), ``exemplars`` (4),
     ``select`` (embedding | fixed), ``mode`` (decompose | chain: Fig. 6's ablation),
-    ``phrasings`` (all | canonical), ``respond`` (summarise with the LLM, true)."""
+    ``phrasings`` (all | canonical), ``respond`` (summarise with the LLM, true), ``reasoning``
+    (select: the paper's candidate selection | group: choose chain groups, no call for one | all: no
+    LLM), ``candidates`` (rules | text: how the candidate triples are shown), ``reason_max`` (40: facts
+    one selection call may show). The decomposition-only configuration of the first MetaQA benchmark
+    is ``reasoning=group respond=False``."""
     if ctx.kg is None or ctx.embedder is None:
         raise ValueError("keqing needs a KG and an embedder: run it on a dataset with a KG (keqing:miniworld, "
                          "keqing:metaqa:1hop)")
@@ -707,7 +879,8 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
         tr.stages.append(Stage("execute_chain", {"chain": chain, "n_answers": len(answers)}))
         return MethodResult(answers, text, tr.stages, err or (None if answers else "no_answer"))
     dec = tr.record("decompose", decompose, q, ctx, shots)
-    steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"])
+    steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
+                           s["reasoning"], s["candidates"], s["reason_max"])
     answers = final_answers(steps, ctx.kg)
     tr.stages.append(Stage("decomposition_check", {"predicted_chain": list(predicted_chain(steps)),
                                                   "gold_chain": list(gold_chain(q)),

@@ -26,10 +26,45 @@ from typing import Any
 
 from ..datasets import Question
 from ..parse import extract_braced_answers
-from .base import Context, MethodResult, Tracer, register_method
+from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 from .baselines import Generation, generate, open_text as _open_text
 
 PTriple = tuple[str, str, str]
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings (``kgqa run --method pgakv --help-settings``)
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KGAnswerSettings(Settings):
+    """What QSM and PG&AKV share: retrieval around the linked entities, then the answer prompt."""
+
+    top_k: int = setting(10, "KG triples retrieved per pseudo-triple (QSM: for the question)")
+    max_candidates: int = setting(3000, "KG triples around the linked entities considered at most")
+    answer_max_tokens: int | None = setting(None, "tokens of the answer (None: 64, 160 for open questions)")
+
+
+@dataclass(frozen=True)
+class QSMSettings(KGAnswerSettings):
+    pass
+
+
+@dataclass(frozen=True)
+class PGAKVSettings(KGAnswerSettings):
+    verify: bool = setting(True, "let the LLM verify the pseudo-graph against the ground graph (false: the "
+                                 "pseudo-graph-only ablation, answering from G_g ∪ G_p)")
+    threshold: float = setting(0.7, "pruning: drop subjects whose retrieved triples' mean cosine is under this")
+    k_subjects: int | None = setting(None, "pruning: subjects kept (None: the number of subjects in G_p)")
+    use_topic_entities: bool = setting(True, "link the dataset's topic entities too, besides the pseudo-graph's nodes")
+    ground_limit: int = setting(30, "ground-graph triples shown to the verifier (or kept without verification)")
+    pseudo_max_tokens: int = setting(320, "tokens of the pseudo-graph generation")
+    verify_max_tokens: int = setting(320, "tokens of the verification")
+
+
+@dataclass(frozen=True)
+class SCSettings(Settings):
+    samples: int = setting(3, "CoT samples at temperature 0.7 to vote over")
+    max_tokens: int = setting(256, "tokens per sample")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,7 +72,7 @@ PTriple = tuple[str, str, str]
 # ---------------------------------------------------------------------------------------------
 def generate_pseudo_graph(question: str, ctx: Context) -> Generation:
     """Ask the LLM for a knowledge plan and the Cypher of a pseudo-graph (two worked examples)."""
-    return generate(question, ctx, "pgakv_pseudo", ctx.get("pseudo_max_tokens", 320))
+    return generate(question, ctx, "pgakv_pseudo", PGAKVSettings.of(ctx).pseudo_max_tokens)
 
 
 _FENCE = re.compile(r"```(?:cypher|sql|neo4j)?\s*\n(.*?)(?:```|$)", re.S | re.I)
@@ -457,9 +492,10 @@ def semantic_query(question: Question, pg: PseudoGraph, ctx: Context, top_k: int
     from ..embed import EmbeddingIndex
 
     kg, embedder = ctx.kg, ctx.embedder
-    names = list(question.topic_entities) if ctx.get("use_topic_entities", True) else []
+    s = PGAKVSettings.of(ctx)
+    names = list(question.topic_entities) if s.use_topic_entities else []
     seeds = link_entities(names + pg.nodes, kg)
-    cands = subgraph(kg, seeds, ctx.get("max_candidates", 3000))
+    cands = subgraph(kg, seeds, s.max_candidates)
     if not cands or not pg.triples:
         return Retrieval([kg.label(s) for s in seeds], len(cands), [])
     texts = [kg.verbalise(t, "sentence").rstrip(".") for t in cands]
@@ -561,12 +597,13 @@ def verify(question: str, pg: PseudoGraph, ground: GroundGraph, ctx: Context) ->
     from ..prompting import load_prompt
 
     prompt = load_prompt("pgakv_verify")
-    limit = ctx.get("ground_limit", 30)
+    s = PGAKVSettings.of(ctx)
+    limit = s.ground_limit
     if not pg.triples and not ground.triples:  # nothing to check: no LLM call
         return Verification(Generation("", "", 0, 0, True), [], 0, [], [])
     messages = prompt.messages(question=question, pseudo_graph=format_triples(pg.triples),
                                ground_graph=format_triples(ground.triples[:limit]))
-    r = ctx.llm.chat(messages, max_tokens=ctx.get("verify_max_tokens", 320), temperature=0.0, seed=ctx.seed)
+    r = ctx.llm.chat(messages, max_tokens=s.verify_max_tokens, temperature=0.0, seed=ctx.seed)
     gen = Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit)
     triples, bad = parse_triples(r.text)
     if not triples:  # nothing usable: fall back to the ground graph, then the pseudo-graph (counted as unparsed)
@@ -583,7 +620,8 @@ def answer_from_triples(question: Question, triples: list[PTriple], ctx: Context
 
     name = "pgakv_answer_open" if question.kind == "open" else "pgakv_answer"
     messages = load_prompt(name).messages(triples=format_triples(triples), question=question.question)
-    max_tokens = ctx.get("answer_max_tokens", 160 if question.kind == "open" else 64)
+    max_tokens = KGAnswerSettings.of(ctx).answer_max_tokens
+    max_tokens = (160 if question.kind == "open" else 64) if max_tokens is None else max_tokens
     r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=0.0, seed=ctx.seed)
     return Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit)
 
@@ -602,22 +640,24 @@ def _require_kg(ctx: Context, method: str) -> None:
                          "embedder=Embedder()), or `kgqa run --kg miniworld`")
 
 
-@register_method("pgakv", prompts=("pgakv_pseudo", "pgakv_verify", "pgakv_answer", "pgakv_answer_open"))
+@register_method("pgakv", prompts=("pgakv_pseudo", "pgakv_verify", "pgakv_answer", "pgakv_answer_open"),
+                 settings=PGAKVSettings)
 def pgakv(q: Question, ctx: Context) -> MethodResult:
     """The full method. Settings: ``verify`` (default True; False = the pseudo-graph-only ablation,
     answering from ``G_g`` ∪ ``G_p``), ``top_k`` (10), ``threshold`` (0.7), ``k_subjects`` (None:
     the number of subjects in ``G_p``), ``use_topic_entities`` (True)."""
     _require_kg(ctx, "pgakv")
+    s = PGAKVSettings.of(ctx)
     tr = Tracer()
     gen = tr.record("generate_pseudo_graph", generate_pseudo_graph, q.question, ctx)
     pg = tr.record("cypher_to_triples", parse_pseudo_graph, gen)
-    ret = tr.record("semantic_query", semantic_query, q, pg, ctx, ctx.get("top_k", 10))
-    ground = tr.record("prune", prune, ret, pg, ctx.get("k_subjects"), ctx.get("threshold", 0.7))
-    if ctx.get("verify", True):
+    ret = tr.record("semantic_query", semantic_query, q, pg, ctx, s.top_k)
+    ground = tr.record("prune", prune, ret, pg, s.k_subjects, s.threshold)
+    if s.verify:
         ver = tr.record("verify", verify, q.question, pg, ground, ctx)
         final = ver.triples
     else:
-        final = list(ground.triples[:ctx.get("ground_limit", 30)]) + [t for t in pg.triples if t not in ground.triples]
+        final = list(ground.triples[:s.ground_limit]) + [t for t in pg.triples if t not in ground.triples]
     gen_a = tr.record("answer", answer_from_triples, q, final, ctx)
     res = _final(q, gen_a, tr)
     if res.error is None and pg.error:
@@ -652,14 +692,15 @@ def most_central(texts: list[str]) -> int:
     return max(range(len(texts)), key=lambda i: (scores[i], -i))
 
 
-@register_method("sc", prompts=("cot", "cot_open"))
+@register_method("sc", prompts=("cot", "cot_open"), settings=SCSettings)
 def self_consistency(q: Question, ctx: Context) -> MethodResult:
     """Self-Consistency: ``samples`` (3) CoT answers at temperature 0.7 — each a distinct cache
     entry (its sample index is part of the key) — then a majority vote."""
     tr = Tracer()
-    n = ctx.get("samples", 3)
+    s = SCSettings.of(ctx)
+    n = s.samples
     name = "cot_open" if q.kind == "open" else "cot"
-    gens = [tr.record(f"sample_{i}", generate, q.question, ctx, name, ctx.get("max_tokens", 256), 0.7, i)
+    gens = [tr.record(f"sample_{i}", generate, q.question, ctx, name, s.max_tokens, 0.7, i)
             for i in range(n)]
     if q.kind == "open":
         texts = [_open_text(g.text) for g in gens]
@@ -678,7 +719,7 @@ def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retriev
 
     kg = ctx.kg
     seeds = link_entities(list(question.topic_entities), kg)
-    cands = subgraph(kg, seeds, ctx.get("max_candidates", 3000))
+    cands = subgraph(kg, seeds, QSMSettings.of(ctx).max_candidates)
     if not cands:
         return Retrieval([kg.label(s) for s in seeds], 0, [])
     index = EmbeddingIndex([kg.verbalise(t, "sentence").rstrip(".") for t in cands], ctx.embedder)
@@ -687,12 +728,12 @@ def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retriev
     return Retrieval([kg.label(s) for s in seeds], len(cands), hits)
 
 
-@register_method("qsm", prompts=("pgakv_answer", "pgakv_answer_open"))
+@register_method("qsm", prompts=("pgakv_answer", "pgakv_answer_open"), settings=QSMSettings)
 def qsm(q: Question, ctx: Context) -> MethodResult:
     """Question semantic matching: the question's top-10 KG triples, then the same answer prompt."""
     _require_kg(ctx, "qsm")
     tr = Tracer()
-    ret = tr.record("match_question", match_question, q, ctx, ctx.get("top_k", 10))
+    ret = tr.record("match_question", match_question, q, ctx, QSMSettings.of(ctx).top_k)
     triples = [tuple(h["triple"]) for h in ret.hits]
     gen = tr.record("answer", answer_from_triples, q, triples, ctx)
     return _final(q, gen, tr)

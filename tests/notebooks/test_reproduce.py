@@ -34,3 +34,37 @@ def test_grid_summary_and_resume(tmp_path, monkeypatch):
         assert any("injected-parameters" in c["metadata"].get("tags", []) for c in executed["cells"])
     r = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.count("already done, skipped") == 2
+
+
+def _notebook(*cells: tuple[str, list]) -> str:
+    from kgqa_lib.notebooks import KERNEL, dumps
+
+    return dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": KERNEL, "language_info": {"name": "python"}},
+                  "cells": [{"cell_type": "code", "id": f"cell-{i:02d}", "metadata": {}, "execution_count": i + 1,
+                             "source": src, "outputs": outs} for i, (src, outs) in enumerate(cells)]})
+
+
+def test_a_failing_in_place_reproduce_keeps_the_committed_notebook(tmp_path, monkeypatch, capsys):
+    """papermill clears the outputs of the file it writes when it starts: a failing in-place run
+    must leave the committed notebook byte-identical and keep the failed copy elsewhere."""
+    from kgqa_lib.reproduce import reproduce
+
+    (tmp_path / "pyproject.toml").write_text("")
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    committed = _notebook(("print('committed result')", [{"output_type": "stream", "name": "stdout", "text": ["committed result\n"]}]),
+                          ("raise RuntimeError('the endpoint is down')", []))
+    (nbdir / "01_fails.ipynb").write_text(committed)
+    (nbdir / "02_works.ipynb").write_text(_notebook(("print(6 * 7)", [])))
+    monkeypatch.setenv("KGQA_HOME", str(tmp_path))  # a throw-away repository: notebooks/ and results/ live here
+    monkeypatch.delenv("KGQA_RESULTS_DIR", raising=False)
+
+    assert reproduce() == 1
+    out = capsys.readouterr().out
+    assert (nbdir / "01_fails.ipynb").read_text() == committed  # outputs kept, not wiped
+    failed = tmp_path / "results" / "reproduce" / "default" / "failed" / "01_fails.ipynb"
+    assert failed.exists() and "the endpoint is down" in failed.read_text()
+    assert "notebooks/01_fails.ipynb not replaced; the failed run is in results/reproduce/default/failed/01_fails.ipynb" in out
+    works = json.loads((nbdir / "02_works.ipynb").read_text())  # a success still replaces the notebook
+    assert works["cells"][0]["outputs"][0]["text"] == ["42\n"]
+    assert sorted(p.name for p in nbdir.iterdir()) == ["01_fails.ipynb", "02_works.ipynb"]  # no temporary left

@@ -14,7 +14,7 @@ from kgqa_lib.notebooks import execute, notebook_paths
 
 
 def test_workshop_copies_have_no_outputs_and_the_quickstart_runs_offline(tmp_path, monkeypatch):
-    written = make_workshop(tmp_path / "ws")
+    written = make_workshop(tmp_path / "ws").written
     assert [p.name for p in written] == [p.name for p in notebook_paths()]
     for p in written:
         nb = json.loads(p.read_text())

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kgqa_lib.datasets import load_dataset
-from kgqa_lib.evaluate.runner import read_records, run
+from kgqa_lib.evaluate.runner import RunIncomplete, read_records, run
 from kgqa_lib.llm import LLMCache, make_llm
 from kgqa_lib.methods import Context
 from kgqa_lib.servers import FakeChatServer
@@ -41,7 +41,7 @@ def test_workers_overlap_calls_and_give_identical_records(tmp_path):
 
 def test_a_failing_call_is_retried_and_the_run_goes_on(tmp_path):
     """Every 5th request answers 500 (first try), 429 on the 7th: the client retries; with the
-    server failing for good, the question is recorded as an error and the others finish."""
+    server failing for good, no question is answered (nor scored: issue 18) and the run says so."""
     with FakeChatServer(latency=0.0, fail=lambda n: 500 if n % 5 == 0 else (429 if n == 7 else None)) as srv:
         ds, recs = _run(srv, tmp_path, 4, "flaky")
         assert all(r["error"] is None for r in recs) and srv.requests > 12
@@ -49,13 +49,15 @@ def test_a_failing_call_is_retried_and_the_run_goes_on(tmp_path):
         llm = make_llm("openai:fake", "live", cache=LLMCache(tmp_path / "down.sqlite", transcripts=None),
                        base_url=srv.base_url, api_key="sk-local-test", max_retries=1)
         ds = load_dataset("miniworld:simple", sample=3, seed=0)
-        recs = run("io", ds, Context(llm=llm, seed=0), tmp_path / "down.jsonl", progress=False, workers=2)
-    assert len(recs) == 3 and all(r["error"] and "exception" in r["error"] for r in recs)
-    assert json.dumps(recs).count("sk-local-test") == 0
+        with pytest.raises(RunIncomplete, match=r"^3 questions not answered.*failed with HTTP 503") as ei:
+            run("io", ds, Context(llm=llm, seed=0), tmp_path / "down.jsonl", progress=False, workers=2)
+    assert read_records(tmp_path / "down.jsonl") == [] and ei.value.records == []
+    assert str(ei.value).count("sk-local-test") == 0
 
 
 def test_a_slow_llm_times_out_per_question_and_the_run_goes_on(tmp_path):
-    """Calls slower than the client timeout: bounded retries, then an error for that question only."""
+    """Calls slower than the client timeout: bounded retries, then the question is left unanswered
+    (a timeout of the LLM client is the infrastructure's, not an answer: issue 18)."""
     import time
 
     with FakeChatServer(latency=1.5) as srv:
@@ -63,8 +65,9 @@ def test_a_slow_llm_times_out_per_question_and_the_run_goes_on(tmp_path):
                        base_url=srv.base_url, api_key="sk-local-test", timeout=0.3, max_retries=1)
         ds = load_dataset("miniworld:simple", sample=2, seed=0)
         t = time.perf_counter()
-        recs = run("io", ds, Context(llm=llm, seed=0), tmp_path / "slow.jsonl", progress=False)
+        with pytest.raises(RunIncomplete, match=r"^2 questions not answered: LLM endpoint .* unreachable \(APITimeoutError\)"):
+            run("io", ds, Context(llm=llm, seed=0), tmp_path / "slow.jsonl", progress=False)
         elapsed = time.perf_counter() - t
-    assert len(recs) == 2 and all(r["error"] and "exception" in r["error"] for r in recs)
-    assert srv.requests == 4  # one retry each, then the question is recorded as failed
+    assert read_records(tmp_path / "slow.jsonl") == []
+    assert srv.requests == 4  # one retry each, then the question is left unanswered
     assert elapsed < 10

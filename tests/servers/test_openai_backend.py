@@ -65,7 +65,8 @@ def test_openai_backend_against_local_server(llama_server, tmp_path, monkeypatch
     assert r.prompt_tokens > 5 and r.completion_tokens >= 1 and not r.cache_hit
     assert again.cache_hit and again.text == r.text
     assert (u.calls, u.cache_hits) == (2, 1)
-    assert (tmp_path / "tr" / "openai_qwen-small.jsonl").exists()
+    assert llm.model_id == f"openai:qwen-small@{llama_server}"  # the endpoint is part of the id
+    assert (tmp_path / "tr" / f"openai_qwen-small_{llama_server.replace(':', '_').replace('/', '_')}.jsonl").exists()
 
 
 def test_concurrent_calls_through_the_pool(llama_server, tmp_path):

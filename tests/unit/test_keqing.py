@@ -196,6 +196,112 @@ def test_reasoning_chooses_among_groups_and_counts_a_bad_choice(tmp_path):
     assert K.reason("x", groups[1:2], Context(llm=None)).error == "no_candidates"
 
 
+class _Reply:
+    """A backend that answers every call with the next scripted text and keeps the prompts."""
+
+    def __init__(self, *texts):
+        self.texts, self.prompts = list(texts), []
+
+    def complete(self, request):
+        self.prompts.append(request.messages[-1][1])
+        text = self.texts.pop(0) if len(self.texts) > 1 else self.texts[0]
+        return {"text": text, "prompt_tokens": 5, "completion_tokens": 2, "finish_reason": "stop"}
+
+
+def _ctx(backend, tmp_path, name):
+    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    return Context(llm=LLM(backend, "scripted", LLMCache(tmp_path / f"{name}.sqlite", transcripts=None)))
+
+
+def _films():
+    # "which films did [mask] direct" from Spielberg: the chain ^directed_by reaches three films
+    return [K.CandidateGroup(("^directed_by",), [("Steven Spielberg", "^directed by", t) for t in ("Jaws", "Duel", "Hook")],
+                             ["e:jaws", "e:duel", "e:hook"], ["e:jaws", "e:duel", "e:hook"])]
+
+
+def test_candidate_facts_are_verbalised_as_the_kg_states_them():
+    g = _films()[0]
+    assert K.verbalise(g, 0, "rules") == "(Jaws, directed by, Steven Spielberg)"  # the inverse hop turned round
+    assert K.verbalise(g, 1, "text") == "Duel directed by Steven Spielberg."
+    fwd = K.CandidateGroup(("written_by",), [("Jaws", "written by", "Peter Benchley")], ["e:b"], ["e:b"])
+    assert K.verbalise(fwd, 0, "rules") == "(Jaws, written by, Peter Benchley)"
+    two = K.CandidateGroup(("^directed_by", "has_genre"), [("Jaws", "x", "Thriller")], ["e:t"], ["e:t"])
+    assert K.verbalise(two, 0) == "(Jaws, directed by / has genre, Thriller)"
+    facts = K.candidate_facts(_films() + [fwd], [0, 1])
+    assert [f[0] for f in facts] == ["e:jaws", "e:duel", "e:hook", "e:b"]
+
+
+@pytest.mark.parametrize("text,names,as_list", [
+    ('["Jaws", "Hook"]', ["Jaws", "Hook"], True),
+    ("Answer: ['Jaws', 'Hook'] because", ["Jaws", "Hook"], True),
+    ('["Jaws", Hook]', ["Jaws", "Hook"], True),  # broken JSON: split by commas
+    ("Jaws\nHook", ["Jaws", "Hook"], False),
+    ("[]", [], True),
+    ("", None, False),
+    (None, None, False),
+])
+def test_parse_selection(text, names, as_list):
+    assert K.parse_selection(text) == (names, as_list)
+
+
+def test_match_selection_maps_labels_and_counts_made_up_names():
+    facts = K.candidate_facts(_films(), [0])
+    iris, labels, unmatched = K.match_selection(["jaws ", "HOOK.", "Schindler's List", "Steven Spielberg"], facts)
+    assert (iris, labels, unmatched) == (["e:jaws", "e:hook"], ["Jaws", "Hook"], 2)
+
+
+def test_select_candidates_keeps_the_llm_subset(tmp_path):
+    backend = _Reply('["Duel", "Jurassic Park"]')
+    r = K.select_candidates("which films did Steven Spielberg direct", _films(), _ctx(backend, tmp_path, "a"))
+    assert (r.answers, r.selected, r.unmatched, r.error, r.calls, r.mode) == (["e:duel"], ["Duel"], 1, None, 1, "select")
+    assert r.n_candidates == 3 and r.candidates == ["Jaws", "Duel", "Hook"]
+    prompt = backend.prompts[0]
+    assert "(Jaws, directed by, Steven Spielberg)\n(Duel, directed by, Steven Spielberg)" in prompt
+    assert prompt.rstrip().endswith("Question: which films did Steven Spielberg direct")
+
+
+@pytest.mark.parametrize("text,error", [("[]", "select_empty"), ("I don't know", "select_unmatched"),
+                                        ('["Jurassic Park"]', "select_unmatched"), ("", "select_empty")])
+def test_select_candidates_falls_back_to_all_and_says_why(tmp_path, text, error):
+    r = K.select_candidates("q", _films(), _ctx(_Reply(text), tmp_path, f"b{len(text)}"))
+    assert (r.answers, r.error, r.called) == (["e:jaws", "e:duel", "e:hook"], error, True)
+
+
+def test_select_candidates_bound(tmp_path):
+    from kgqa_lib.methods import Context
+
+    # one group above the bound: every candidate kept, no call
+    r = K.select_candidates("q", _films(), Context(llm=None), max_candidates=2)
+    assert (r.answers, r.over_bound, r.called, r.calls) == (["e:jaws", "e:duel", "e:hook"], True, False, 0)
+    # two groups above the bound: the group choice first, then the selection within the chosen group
+    other = K.CandidateGroup(("written_by",), [("Jaws", "written by", "Peter Benchley")], ["e:b"], ["e:b"])
+    backend = _Reply("2", '["Peter Benchley"]')
+    r = K.select_candidates("who wrote Jaws", _films() + [other], _ctx(backend, tmp_path, "c"), max_candidates=3)
+    assert (r.chosen, r.answers, r.calls, r.over_bound, r.n_candidates) == ([1], ["e:b"], 2, False, 4)
+    assert "Which group answers" in backend.prompts[0] and "(Jaws, written by, Peter Benchley)" in backend.prompts[1]
+    assert K.select_candidates("q", [K.CandidateGroup(("x",), [], [])], Context(llm=None)).error == "no_candidates"
+
+
+def test_keep_all_and_unknown_modes(tmp_path):
+    r = K.keep_all("q", _films())
+    assert (r.answers, r.called, r.mode) == (["e:jaws", "e:duel", "e:hook"], False, "all")
+    with pytest.raises(ValueError, match="unknown candidate format"):
+        K.select_candidates("q", _films(), None, fmt="prose")
+
+
+def test_pipeline_selects_candidates_by_default(tmp_path, tmp_cache):
+    """The default pipeline makes the paper's selection call for every sub-question with candidates."""
+    bank = K.bank_for("miniworld")
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    res = _run(q, Scripted({q.question: K.format_decomposition(K.gold_decomposition(q, bank))}), tmp_path, respond=False)
+    steps = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert len(steps) == 2 and all(st.reasoning.mode == "select" and st.reasoning.called for st in steps)
+    # the scripted model selects nothing usable: every step falls back to all candidates and says so
+    assert res.error == "select_unmatched" and score(res.answers, q.answers)["hits@1"] == 1.0
+
+
 # ---- MetaQA (KGQA_DATA_DIR) ----------------------------------------------------------------------
 def test_metaqa_split_and_bank(data_dir_or_skip):
     pool = K.pool_for("metaqa")

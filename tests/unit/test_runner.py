@@ -1,8 +1,12 @@
 import json
+import os
 import signal
 import subprocess
 import sys
+import re
 import textwrap
+from pathlib import Path
+import time
 
 import pytest
 
@@ -161,3 +165,253 @@ def test_best_baseline_gain_picks_the_best_on_the_same_questions():
     assert best_baseline_gain(method, {"sc": sc, "cot": cot}, "hits@1")[0] == "cot"
     assert format_gain((0.099, 0.043, 0.155, 161)) == "+9.9 [+4.3, +15.5]"
     assert format_gain((-0.023, -0.08, 0.023, 88)) == "-2.3 [-8.0, +2.3]"
+
+
+# ---- issue 18: runs that cannot lie ------------------------------------------------------------
+from kgqa_lib.evaluate import runner as R  # noqa: E402
+
+
+class _Outage:
+    """A switchable endpoint: while ``down``, every question hits an infrastructure error."""
+
+    def __init__(self, error_cls, down=True, only=None):
+        self.error_cls, self.down, self.only, self.calls = error_cls, down, only, 0
+
+
+def _outage_method(name, outage):
+    @register_method(name)
+    def _m(q, ctx):
+        outage.calls += 1
+        if outage.down and (outage.only is None or q.qid in outage.only):
+            time.sleep(0.05)  # the client's retries, much shortened
+            raise outage.error_cls("SPARQL endpoint http://127.0.0.1:9/query did not answer: connection failed")
+        r = ctx.llm.chat(q.question)
+        return MethodResult([r.text.strip("{}")], r.text)
+
+    return name
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_endpoint_outage_is_not_an_answer_and_resume_retries(tmp_path, workers):
+    """Today every question is recorded as `exception:EndpointError`, scored 0, and skipped by a resume."""
+    from kgqa_lib.remote import EndpointError
+
+    outage = _Outage(EndpointError)
+    method = _outage_method(f"_outage_{workers}", outage)
+    out = tmp_path / "run.jsonl"
+    with pytest.raises(Exception) as ei:
+        run(method, _ds(12), _ctx(tmp_path), out, progress=False, workers=workers)
+    assert read_records(out) == [], "an outage was recorded as answers"
+    assert type(ei.value).__name__ == "RunIncomplete"
+    msg = str(ei.value)
+    assert msg.startswith("12 questions not answered") and "\n" not in msg, msg
+    assert "SPARQL endpoint http://127.0.0.1:9/query" in msg and "re-run the same command to retry them" in msg
+    assert f"stopped after {R.MAX_CONSECUTIVE_OUTAGES} failures in a row" in msg
+    assert outage.calls < 12  # an endpoint that is down is not tried on every question
+    assert ei.value.records == [] and len(ei.value.not_answered) == 12
+    outage.down = False  # the server is back: the same command answers every question
+    recs = run(method, _ds(12), _ctx(tmp_path), out, progress=False, workers=workers)
+    assert [r["qid"] for r in recs] == [f"q{i}" for i in range(12)] and all(r["error"] is None for r in recs)
+    assert len(read_records(out)) == 12
+
+
+def test_isolated_outage_goes_on_and_is_retried(tmp_path):
+    from kgqa_lib.llm import LLMEndpointError
+
+    outage = _Outage(LLMEndpointError, only={"q2"})
+    method = _outage_method("_outage_one", outage)
+    out = tmp_path / "run.jsonl"
+    with pytest.raises(Exception, match=r"^1 question not answered: .*re-run the same command") as ei:
+        try:
+            run(method, _ds(6), _ctx(tmp_path), out, progress=False)
+        finally:
+            assert summarize(read_records(out))["n"] == 5, "the outage was scored"  # not scored, not counted
+    assert ei.value.not_answered == ["q2"] and len(ei.value.records) == 5
+    outage.down = False
+    ctx = _ctx(tmp_path)
+    assert len(run(method, _ds(6), ctx, out, progress=False)) == 6 and ctx.llm.usage.calls == 1
+
+
+def test_replay_miss_is_not_an_answer_and_says_how_to_record(tmp_path):
+    replay = Context(LLM(None, "fixed", LLMCache(tmp_path / "empty.sqlite", transcripts=None), "replay"))
+    out = tmp_path / "run.jsonl"
+    with pytest.raises(Exception) as ei:
+        run("_echo_last_word", _ds(6), replay, out, progress=False)
+    msg = str(ei.value)
+    assert "\n" not in msg and re.search(r"^6 questions not answered.*no recorded response of fixed.*--llm-mode auto", msg), msg
+    from kgqa_lib.llm import ReplayMiss
+
+    assert isinstance(ei.value.__cause__, ReplayMiss) and read_records(out) == []
+
+
+def test_runs_from_the_old_runner_with_outage_records_are_retried(tmp_path):
+    out = tmp_path / "run.jsonl"
+    run("_echo_last_word", _ds(3), _ctx(tmp_path), out, progress=False)
+    recs = read_records(out)
+    recs[1] = {**recs[1], "prediction": [], "metrics": {"hits@1": 0.0},
+               "error": "exception:EndpointError: SPARQL endpoint http://x/query did not answer"}
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ctx = _ctx(tmp_path)
+    again = run("_echo_last_word", _ds(3), ctx, out, progress=False)
+    assert ctx.llm.usage.calls == 1 and again[1]["error"] is None and len(read_records(out, dedupe=False)) == 3
+
+
+def test_method_failures_stay_scored_answers(tmp_path):
+    from kgqa_lib.kg import QueryTimeout
+
+    @register_method("_timeout_is_the_query")
+    def _m(q, ctx):
+        raise QueryTimeout("SPARQL query exceeded 10.0 s")
+
+    recs = run("_timeout_is_the_query", _ds(2), _ctx(tmp_path), tmp_path / "r.jsonl", progress=False)
+    assert [r["error"].split(":")[1] for r in recs] == ["QueryTimeout"] * 2
+
+
+def test_fusic_execution_lets_an_endpoint_outage_through():
+    from kgqa_lib.methods.fusic import PROFILES, execute_query
+    from kgqa_lib.remote import EndpointError
+
+    class DownKG:
+        def sparql(self, *a, **k):
+            raise EndpointError("SPARQL endpoint http://127.0.0.1:9/query did not answer")
+
+        def has_term(self, iri):
+            return True
+
+    with pytest.raises(EndpointError):  # not a "parse_error" status fed back to the LLM and scored
+        execute_query("SELECT ?x WHERE { ?x ?p ?o }", DownKG(), PROFILES["tiny"])
+
+
+class _Crash(BaseException):
+    pass
+
+
+def test_overwrite_keeps_the_old_file_until_a_new_answer_exists(tmp_path):
+    out = tmp_path / "run.jsonl"
+    run("_echo_last_word", _ds(3), _ctx(tmp_path), out, progress=False)
+    old = out.read_bytes()
+
+    @register_method("_crash_first")
+    def _crash(q, ctx):
+        raise _Crash()
+
+    with pytest.raises(_Crash):  # a crash (kill, ^C) before the first new answer
+        run("_crash_first", _ds(3), _ctx(tmp_path), out, progress=False, overwrite=True)
+    assert out.read_bytes() == old
+    from kgqa_lib.remote import EndpointError
+
+    method = _outage_method("_outage_overwrite", _Outage(EndpointError))
+    with pytest.raises(R.RunIncomplete):  # an outage: nothing answered, the old run stays
+        run(method, _ds(3), _ctx(tmp_path), out, progress=False, overwrite=True)
+    assert out.read_bytes() == old
+    ctx = _ctx(tmp_path)
+    ctx.settings = {"k": 2}  # another configuration: what --overwrite is for
+    recs = run("_echo_last_word", _ds(2), ctx, out, progress=False, overwrite=True)
+    assert [r["qid"] for r in read_records(out)] == ["q0", "q1"] and recs[0]["config"]["settings"] == {"k": 2}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("run.")) == ["run.jsonl"]
+
+
+_LOCK_SCRIPT = """
+import sys, time
+from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.evaluate.runner import run
+from kgqa_lib.llm import LLM, LLMCache
+from kgqa_lib.methods import Context, MethodResult, register_method
+
+class Slow:
+    model_id = "slow"
+    def complete(self, req):
+        time.sleep(0.25)
+        return {"text": "{x}", "prompt_tokens": 1, "completion_tokens": 1, "finish_reason": "stop"}
+
+@register_method("_slow")
+def _slow(q, ctx):
+    return MethodResult([ctx.llm.chat(q.question).text.strip("{}")])
+
+ds = Dataset("toy", [Question(f"q{i}", f"question {i}", ["x"]) for i in range(30)])
+ctx = Context(LLM(Slow(), "slow", LLMCache(sys.argv[2], transcripts=None), "auto"))
+run("_slow", ds, ctx, sys.argv[1], progress=False)
+"""
+
+
+def test_second_writer_is_refused_with_the_holders_pid(tmp_path):
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text(_LOCK_SCRIPT)
+    out = tmp_path / "run.jsonl"
+    import kgqa_lib
+
+    env = {**os.environ, "PYTHONPATH": str(Path(kgqa_lib.__file__).parents[1])}  # this checkout's library
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(tmp_path / "a.sqlite")], env=env)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not read_records(out):
+            time.sleep(0.05)
+        assert read_records(out), "the first run did not start"
+        second = subprocess.run([sys.executable, str(script), str(out), str(tmp_path / "b.sqlite")],
+                                capture_output=True, text=True, timeout=120, env=env)
+        assert second.returncode != 0 and f"process {proc.pid}" in second.stderr, second.stderr[-800:]
+        assert "RunLocked" in second.stderr
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    qids = [r["qid"] for r in read_records(out, dedupe=False)]
+    assert len(qids) == 30 and len(set(qids)) == 30
+    assert not (tmp_path / "run.jsonl.lock").exists()  # released
+    run("_echo_last_word", _ds(2), _ctx(tmp_path), tmp_path / "other.jsonl", progress=False)  # the lock is free
+
+
+def test_cli_second_writer_exits_2(tmp_path, capsys):
+    from kgqa_lib.cli import main
+
+    out = tmp_path / "run.jsonl"
+    lock = R._RunLock(out).acquire()  # held by "another run"
+    try:
+        code = main(["run", "--method", "io", "--dataset", "tiny:films", "--llm-mode", "replay", "--quiet",
+                     "--no-transcripts", "--out", str(out)])
+    finally:
+        lock.release()
+    err = capsys.readouterr().err
+    assert code == 2 and f"process {os.getpid()}" in err and "another run" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_report_counts_each_question_once(tmp_path, capsys):
+    out = tmp_path / "run.jsonl"
+    run("_echo_last_word", _ds(10), _ctx(tmp_path), out, progress=False)
+    lines = out.read_text().splitlines()
+    first = [json.loads(x) for x in lines]
+    second = [{**r, "metrics": {**r["metrics"], "hits@1": 1.0}} for r in first]  # a second writer, later
+    out.write_text("".join(json.dumps(r) + "\n" for r in first + second))
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        df = report([out])
+    assert df["n"].tolist() == [10] and df["hits@1"].tolist() == [1.0]  # each question once, the last record wins
+    assert any("10 duplicate" in str(w.message) for w in seen)
+    with pytest.warns(R.DuplicateRecordsWarning):
+        assert len(read_records(out)) == 10
+    from kgqa_lib.cli import main
+
+    assert main(["report", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "| 10 |" in cap.out and "10 duplicate record(s)" in cap.err
+
+
+def test_resume_rescores_changed_gold_without_calling_the_llm(tmp_path):
+    out = tmp_path / "run.jsonl"
+    run("_echo_last_word", _ds(4), _ctx(tmp_path), out, progress=False)
+    assert [r["metrics"]["hits@1"] for r in read_records(out)] == [1.0, 0.0, 1.0, 0.0]
+    ds = _ds(4)
+    ds.questions[1].answers[:] = ["w1"]  # the gold of q1 was corrected
+    ctx = _ctx(tmp_path)
+    recs = run("_echo_last_word", ds, ctx, out, progress=False)
+    assert [r["metrics"]["hits@1"] for r in recs] == [1.0, 1.0, 1.0, 0.0], "the changed gold was not re-scored"
+    assert ctx.llm.usage.calls == 0 and recs.rescored == 1
+    stored = read_records(out, dedupe=False)
+    assert len(stored) == 4 and stored[1]["gold"] == ["w1"] and stored[1]["question_hash"] == recs[1]["question_hash"]
+    ctx = _ctx(tmp_path)
+    assert run("_echo_last_word", ds, ctx, out, progress=False).rescored == 0 and ctx.llm.usage.calls == 0

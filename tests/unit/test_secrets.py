@@ -129,13 +129,19 @@ def test_run_records_hold_no_key(sentinel, server, tmp_path, where, caplog, capf
                    base_url=f"{server}/{where}/v1", max_retries=0, timeout=5)
     ds = Dataset("toy", [Question("q0", "What is the capital of France?", ["Paris"])])
     out_file = tmp_path / "runs" / "toy.jsonl"
-    records = run("io", ds, Context(llm), out_file, progress=False)
     if where == "ok":
+        records = run("io", ds, Context(llm), out_file, progress=False)
         assert records[0]["prediction"] == ["Paris"]
-    else:  # the failure is recorded, with the key redacted
-        assert records[0]["error"].startswith("exception:LLMEndpointError") and "<redacted API key>" in records[0]["error"]
+        shown = json.dumps(records)
+    else:  # an endpoint failure is not an answer: no record, and the run's summary has the key redacted
+        from kgqa_lib.evaluate.runner import RunIncomplete, read_records
+
+        with pytest.raises(RunIncomplete) as ei:
+            run("io", ds, Context(llm), out_file, progress=False)
+        assert read_records(out_file) == [] and "<redacted API key>" in str(ei.value)
+        shown = str(ei.value) + "".join(traceback.format_exception(ei.value))
     out, err = capfd.readouterr()
-    _assert_clean(json.dumps(records), _files_text(tmp_path), caplog.text, out, err)
+    _assert_clean(shown, _files_text(tmp_path), caplog.text, out, err)
 
 
 def test_gitignore_covers_secrets_and_local_caches():
