@@ -1,18 +1,44 @@
-"""Opening the project's SQLite caches (LLM answers, embeddings, SPARQL answers) the same way."""
+"""Opening the project's SQLite caches (LLM answers, embeddings, SPARQL answers) the same way.
+
+The journal mode is ``$KGQA_SQLITE_JOURNAL`` (``wal``, the default, or ``delete`` / ``truncate`` /
+``persist``). WAL is the fast choice on a local disk, but it needs shared memory between all
+processes that open a file, which SQLite documents as broken on network file systems (NFS, SMB,
+Lustre: a cluster's usual home folder). There, set ``KGQA_SQLITE_JOURNAL=delete`` *and* give
+every shard its own cache folder (``KGQA_CACHE_DIR``): rollback journals rely on POSIX locks,
+which some network file systems do not honour either; ``kgqa cache merge`` brings the shards'
+answers back together."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
 
 
+JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+
+
+def journal_mode() -> str:
+    """``$KGQA_SQLITE_JOURNAL`` (lower-cased), default ``wal``; anything else is a one-line error."""
+    mode = (os.environ.get("KGQA_SQLITE_JOURNAL") or "wal").strip().lower()
+    if mode not in JOURNAL_MODES:
+        from .errors import SetupError
+
+        raise SetupError(f"KGQA_SQLITE_JOURNAL={mode!r} is not a journal mode we support: use one of "
+                         f"{', '.join(JOURNAL_MODES)} (wal on a local disk, delete on a network file system)")
+    return mode
+
+
 def connect(path: str | Path, timeout: float = 30.0, **kwargs) -> sqlite3.Connection:
-    """A connection with a busy timeout, WAL journaling and ``synchronous=NORMAL``.
+    """A connection with a busy timeout, the journal mode of :func:`journal_mode` (WAL unless
+    ``$KGQA_SQLITE_JOURNAL`` says otherwise) and ``synchronous=NORMAL`` (``FULL`` without WAL,
+    where NORMAL could lose the last transactions on a power cut).
 
     Switching a new database to WAL needs a moment of exclusive access, and SQLite reports
     "database is locked" at once (without waiting on the busy timeout) when another process is
     opening the same file at that instant; that step is retried for up to ``timeout`` seconds."""
+    mode = journal_mode()
     con = sqlite3.connect(path, timeout=timeout, **kwargs)
     try:
         con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -20,14 +46,14 @@ def connect(path: str | Path, timeout: float = 30.0, **kwargs) -> sqlite3.Connec
         delay = 0.01
         while True:
             try:
-                con.execute("PRAGMA journal_mode=WAL")
+                con.execute(f"PRAGMA journal_mode={mode.upper()}")
                 break
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
-        con.execute("PRAGMA synchronous=NORMAL")
+        con.execute(f"PRAGMA synchronous={'NORMAL' if mode == 'wal' else 'FULL'}")
     except BaseException:
         con.close()
         raise

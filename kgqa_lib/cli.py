@@ -50,6 +50,18 @@ def _grid_item(text: str) -> tuple[str, list[str]]:
     return key.strip(), items
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``--shard i/n`` → (i, n), 0 ≤ i < n."""
+    i, sep, n = text.partition("/")
+    try:
+        index, count = int(i), int(n)
+    except ValueError:
+        index = count = -1
+    if not sep or count < 1 or not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"expects i/n with 0 ≤ i < n (e.g. --shard 0/4 … 3/4), got {text!r}")
+    return index, count
+
+
 def _existing_file(text: str) -> str:
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError(f"no run file {text!r}" + (" (a folder)" if Path(text).is_dir() else "")
@@ -69,7 +81,7 @@ def _parse_set(items: list) -> dict:
     return {key: _literal(value) for key, value in (i if isinstance(i, tuple) else _key_value(i) for i in items or [])}
 
 
-KG_METHODS = {"pgakv", "qsm", "keqing"}
+KG_METHODS = {"pgakv", "qsm", "keqing", "tog", "kbbinder"}
 
 
 def default_kg(dataset: str) -> str:
@@ -93,6 +105,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Everything the command names is checked before any cache or run file is opened (errors: see main())
     settings = coerce_settings(dict(args.set), args.method)  # unknown method, setting or value
     ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
+    if args.shard:  # after --sample/--limit: the shards of one selection partition it
+        ds = ds.shard(*args.shard)
     check_llm(args.llm, args.llm_mode)  # unknown --llm, no API key
     # Transcripts under data/llm_cache/ are committed, so only runs on the project's own data
     # write them; prompts of external benchmarks stay in the machine's SQLite cache.
@@ -120,18 +134,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .embed import Embedder
 
         embedder = Embedder()
-    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None))
+    # a shard (one of many writers, maybe on other machines) keeps its new answers in its cache
+    # until `kgqa cache merge` transcribes them: data/llm_cache/ is never appended to concurrently
+    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None,
+                                                           defer=True if args.shard else None))
     ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=settings, seed=args.seed)
     out = args.out
     if out is None:
         from .evaluate.runner import default_run_path
 
         tag = f"sample{args.sample}-seed{args.seed}" if args.sample else ""
+        if args.shard:
+            tag = "-".join(filter(None, [tag, f"shard{args.shard[0]}of{args.shard[1]}"]))
         out = default_run_path(args.method, ds.name, llm.model_id, tag)
     from .evaluate.runner import RunIncomplete
 
     try:
-        records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet, workers=args.workers)
+        records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet, workers=args.workers,
+                      shard=args.shard)
     except RunIncomplete as exc:  # endpoint down / replay miss: those questions have no record (exit 3, not
         print(f"error: {exc} (run file: {out})", file=sys.stderr)  # 2: the command was right, the server was not)
         return 3
@@ -173,8 +193,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", DuplicateRecordsWarning)  # said once below, as a note
         df = report(paths, args.metrics.split(",") if args.metrics else None)
     for run_name, n in df.attrs.get("duplicates", {}).items():
+        if run_name in df.attrs.get("shards", {}):
+            continue  # said with the shards below
         print(f"note: {run_name}: {n} duplicate record(s) of the same question ignored (the last one counts); "
               "two runs wrote this file", file=sys.stderr)
+    for run_name, info in df.attrs.get("shards", {}).items():
+        missing = info["missing"]
+        print(f"note: {run_name}: merged {info['files']} shard file(s) of n={info['n']}; "
+              + (f"missing shard(s): {', '.join(map(str, missing))} (run them with --shard i/{info['n']})"
+                 if missing else "no shard missing")
+              + f"; {info['duplicates']} duplicate qid(s) ignored (the last record counts)", file=sys.stderr)
     table = format_table(df)
     print(table)
     if args.out:
@@ -188,6 +216,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     from .llm import LLMCache
 
+    if args.action == "merge":
+        missing = [p for p in args.sources if not Path(p).is_file()]
+        if missing:
+            raise UsageError(f"no cache file {missing[0]!r}: give shard caches (llm_cache.sqlite) or transcripts (.jsonl)")
+        counts = LLMCache(args.into, transcripts=args.transcripts or True, defer=False).merge(args.sources)
+        print(f"merged {counts['sources']} cache file(s): {counts['added']} response(s) new to this cache, "
+              f"{counts['transcribed']} appended to {args.transcripts or 'data/llm_cache/'}, "
+              f"{counts['already']} already transcribed")
+        return 0
+    if args.sources:
+        raise UsageError("kgqa cache stats takes no files (did you mean `kgqa cache merge FILES…`?)")
     print(json.dumps(LLMCache().stats(), indent=2))
     return 0
 
@@ -256,7 +295,42 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from .reproduce import reproduce
 
     return reproduce(only=args.only, params=_parse_set(args.set), grid=_parse_grid(args.grid), llm=args.llm,
-                     llm_mode=args.llm_mode, out=args.out, resume=args.resume)
+                     llm_mode=args.llm_mode, out=args.out, resume=args.resume, list_only=args.list,
+                     index=args.index)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--yes]`` (see :mod:`kgqa_lib.bench`)."""
+    from . import bench
+
+    if args.action == "list":
+        for i, t in enumerate(bench.tables(args.tables)):
+            print(("\n" if i else "") + "\n".join(bench.status_table(t, bench.runs_dir())))
+        return 0
+    if args.action == "report":
+        failed = 0
+        for t in bench.tables(args.tables):
+            if args.check:
+                problem = bench.check(t)
+                print(f"{t.name}: " + (problem or f"{t.output} matches its records"))
+                failed += problem is not None
+            else:
+                bench.write_report(t)
+                print(f"{t.name}: wrote results/bench/{t.output}")
+        return 1 if failed else 0
+    # run
+    if len(args.tables) != 1:
+        raise UsageError("kgqa bench run takes one table (see `kgqa bench list`)")
+    table = bench.get_table(args.tables[0])
+    missing = bench.estimate(table, bench.runs_dir())
+    print(f"{table.name}: what is missing, with costs from the records' own per-question means")
+    print(bench.format_estimate(missing))
+    if not missing:
+        return 0
+    if not args.yes:
+        print(f"nothing was run: add --yes to run these with the recorded commands (`kgqa bench run {table.name} --yes`)")
+        return 0
+    return bench.run(table, batch=args.batch)
 
 
 def _parse_grid(items: list) -> dict[str, list]:
@@ -288,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="list the method's settings (--set KEY=VALUE) with types, defaults and help, and exit")
     r.add_argument("--limit", type=_positive_int, default=None, help="the first N questions")
     r.add_argument("--sample", type=_positive_int, default=None, help="a seeded random subset of N questions (--seed)")
+    r.add_argument("--shard", type=_shard, default=None, metavar="i/n",
+                   help="only shard i of n (0-based) of the selected questions (after --sample/--limit), by a "
+                        "stable hash of the qid; `kgqa report` merges the n shard files into one row")
     r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | openai:MODEL (default $KGQA_LLM or local)")
     r.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
     r.add_argument("--seed", type=int, default=0)
@@ -311,8 +388,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default=None, help="write Markdown here (and a .csv beside it)")
     rep.set_defaults(fn=cmd_report)
 
-    c = sub.add_parser("cache", help="LLM cache statistics")
-    c.add_argument("action", choices=["stats"])
+    c = sub.add_parser("cache", help="LLM cache statistics; merge shard caches into this one and the transcripts")
+    c.add_argument("action", choices=["stats", "merge"])
+    c.add_argument("sources", nargs="*", metavar="FILE",
+                   help="merge: shard caches (<KGQA_CACHE_DIR of a shard>/llm_cache.sqlite) or transcripts (.jsonl); "
+                        "none: transcribe this cache's own pending entries")
+    c.add_argument("--into", default=None, help="merge: the SQLite cache to merge into (default: this machine's)")
+    c.add_argument("--transcripts", default=None, help="merge: the transcripts folder to append to (default data/llm_cache/)")
     c.set_defaults(fn=cmd_cache)
 
     m = sub.add_parser("model", help="assemble / verify the embedded local model")
@@ -355,7 +437,25 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default=None, help="folder for executed notebooks (default: in place for the "
                     "defaults, results/reproduce/<params>/ otherwise)")
     rp.add_argument("--resume", action="store_true", help="skip notebooks that already ran with the same parameters")
+    rp.add_argument("--list", action="store_true", help="print the grid's combinations with their index (0-based) and exit")
+    rp.add_argument("--index", type=_int_at_least(0), default=None, metavar="K",
+                    help="run only combination K of the grid (see --list; e.g. $SLURM_ARRAY_TASK_ID)")
     rp.set_defaults(fn=cmd_reproduce)
+    b = sub.add_parser("bench", help="benchmark tables: list their completeness, regenerate reports, run what is missing")
+    bsub = b.add_subparsers(dest="action", required=True)
+    bl = bsub.add_parser("list", help="tables, planned sizes and completeness per cell")
+    bl.add_argument("tables", nargs="*", help="table names (default: all)")
+    br = bsub.add_parser("report", help="regenerate results/bench/*.md from the saved records")
+    br.add_argument("tables", nargs="*", help="table names (default: all)")
+    br.add_argument("--check", action="store_true", help="compare with the committed reports, write nothing "
+                    "(exit 1 when one differs)")
+    bu = bsub.add_parser("run", help="estimate, then run/resume the missing questions of a table")
+    bu.add_argument("tables", nargs=1, metavar="table")
+    bu.add_argument("--yes", action="store_true", help="run them (without it: the estimate only)")
+    bu.add_argument("--batch", type=_positive_int, default=10,
+                    help="save the stripped records and rewrite the report every N new records")
+    for sp in (b, bl, br, bu):
+        sp.set_defaults(fn=cmd_bench)
     return p
 
 

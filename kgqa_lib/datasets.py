@@ -51,6 +51,12 @@ class DatasetError(UserError, ValueError):
     that is not a question record); the message names the place and the expected form."""
 
 
+def qid_rank_key(qid: str) -> bytes:
+    """The order :meth:`Dataset.shard` deals questions in: sha256 of the qid (stable across
+    processes, machines and Python versions, unlike ``hash()``), then the qid itself."""
+    return hashlib.sha256(str(qid).encode("utf-8")).digest() + str(qid).encode("utf-8")
+
+
 RECORD_FORM = '{"qid": "q1", "question": "who directed Inception", "answers": ["Christopher Nolan"]}'
 
 
@@ -81,6 +87,22 @@ class Dataset:
 
         idx = sorted(random.Random(seed).sample(range(len(self.questions)), n))
         return Dataset(f"{self.name}", [self.questions[i] for i in idx], self.kg, self.source_files)
+
+    def shard(self, index: int, count: int) -> "Dataset":
+        """The questions of shard ``index`` of ``count`` (0-based), kept in dataset order: the
+        questions are ranked by sha256 of their qid (:func:`qid_rank_key`) and dealt round-robin, so
+        the shards differ in size by at most one question, and the partition depends on the set of
+        qids only — not on their order, the machine or the Python version. ``count`` shards of one
+        selection (``--sample``/``--limit`` are applied first) cover it exactly once. (Dealing by
+        rank rather than ``hash % n`` keeps the shards even, which a cluster's wall time depends
+        on; the price: adding questions to a dataset moves others between shards, so re-run every
+        shard of a changed dataset. ``kgqa report`` states and ignores any duplicates.) The name is
+        unchanged: a shard's records are the single run's records for those questions."""
+        if not 0 <= index < count:
+            raise DatasetError(f"shard {index}/{count} does not exist: use i/n with 0 ≤ i < n (e.g. 0/{count})")
+        ranked = sorted(range(len(self.questions)), key=lambda i: (qid_rank_key(self.questions[i].qid), i))
+        mine = sorted(ranked[index::count])
+        return Dataset(self.name, [self.questions[i] for i in mine], self.kg, self.source_files)
 
     def data_hash(self) -> str:
         h = hashlib.sha256()
@@ -228,14 +250,82 @@ def load_tiny(part: str = "films") -> Dataset:
 # --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
+def question_type(q: Question) -> str:
+    """The type a question is stratified by in :func:`split_dev_test`, from its metadata: the
+    logical form of a multi-hop question (``path``, ``compare``, ``argmax``, ``argmin``, ``count``),
+    the style of an open one (``describe``, ``list``, ``compare``, ``awards``, ``new_knowledge``),
+    and for a simple question its flags (``ambiguous``, ``temporal``, ``recent``, joined by ``+``;
+    ``plain`` when none)."""
+    md = q.metadata or {}
+    for key in ("form", "style"):
+        if md.get(key):
+            return str(md[key])
+    flags = [f for f in ("ambiguous", "temporal", "recent") if md.get(f)]
+    return "+".join(flags) or "plain"
+
+
+def split_dev_test(dataset: Dataset, seed: int = 0, dev_fraction: float = 0.3,
+                   stratify: Callable[[Question], str] | None = question_type) -> tuple[Dataset, Dataset]:
+    """``(dev, test)``: a seeded split of ``dataset``, stratified by ``stratify(question)`` (None: not
+    stratified). Deterministic: it depends on the qids, their types, ``seed`` and ``dev_fraction``
+    only, not on the order of the questions. The dev set has ``round(n * dev_fraction)`` questions,
+    shared out over the types by largest remainder (ties: the larger type, then the type's name);
+    within a type, the qids sorted and shuffled with ``random.Random(f"{seed}:{type}")`` give the
+    dev questions first. Both parts keep the dataset's order and are named ``<name>:dev`` / ``<name>:test``."""
+    import random
+
+    if not 0.0 <= dev_fraction < 1.0:
+        raise ValueError(f"dev_fraction must be in [0, 1), got {dev_fraction!r}")
+    strata: dict[str, list[str]] = {}
+    for q in dataset.questions:
+        strata.setdefault(stratify(q) if stratify else "all", []).append(q.qid)
+    total = round(len(dataset.questions) * dev_fraction)
+    quota = {k: len(v) * dev_fraction for k, v in strata.items()}
+    n_dev = {k: int(v) for k, v in quota.items()}
+    left = total - sum(n_dev.values())
+    for k in sorted(strata, key=lambda k: (-(quota[k] - n_dev[k]), -len(strata[k]), k))[:max(0, left)]:
+        n_dev[k] += 1
+    dev_ids: set[str] = set()
+    for k, qids in strata.items():
+        order = sorted(qids)
+        random.Random(f"{seed}:{k}").shuffle(order)
+        dev_ids.update(order[:n_dev[k]])
+    dev = [q for q in dataset.questions if q.qid in dev_ids]
+    test = [q for q in dataset.questions if q.qid not in dev_ids]
+    return (Dataset(f"{dataset.name}:dev", dev, dataset.kg, dataset.source_files),
+            Dataset(f"{dataset.name}:test", test, dataset.kg, dataset.source_files))
+
+
+# The mini-world splits (issue 23), fixed once: seed 0, stratified by question_type. 30 % dev keeps
+# ≥ 50 test questions on the factoid sets (simple 48 dev / 113 test, multihop 26 / 62). The open set
+# is all test (50): its metric (ROUGE-L of prose) cannot score pruning offline, so the settings are
+# chosen on the factoid dev questions and the open questions are never looked at when choosing.
+MINIWORLD_SPLIT_SEED = 0
+MINIWORLD_DEV_FRACTION = {"simple": 0.3, "multihop": 0.3, "open": 0.0}
+
+
 def load_miniworld(part: str = "simple", split: str | None = None) -> Dataset:
     """Our mini-world question sets: ``simple``, ``multihop``, ``open``, ``templated``
-    (``data/miniworld/questions/``; asked against ``miniworld`` = the Wikidata-like schema)."""
+    (``data/miniworld/questions/``; asked against ``miniworld`` = the Wikidata-like schema).
+    ``split``: ``dev`` or ``test`` of ``simple``/``multihop``/``open`` (:data:`MINIWORLD_DEV_FRACTION`;
+    the open set has no dev questions)."""
     path = data_dir() / "miniworld" / "questions" / f"{part}.jsonl"
     if not path.exists():
         raise DatasetNotFound(f"{path} not found: run `python scripts/build_miniworld.py` (sets: simple, "
                               "multihop, open, templated)")
-    return load_jsonl(path, name=f"miniworld:{part}", kg="miniworld")
+    ds = load_jsonl(path, name=f"miniworld:{part}", kg="miniworld")
+    if split is None:
+        return ds
+    if split not in ("dev", "test"):
+        raise DatasetError(f"Unknown split {split!r} of miniworld:{part}: use miniworld:{part}:dev or miniworld:{part}:test")
+    if part not in MINIWORLD_DEV_FRACTION:
+        raise DatasetError(f"miniworld:{part} has no dev/test split; split sets: "
+                           f"{', '.join(f'miniworld:{p}' for p in MINIWORLD_DEV_FRACTION)}")
+    if split == "dev" and MINIWORLD_DEV_FRACTION[part] == 0.0:
+        raise DatasetError(f"miniworld:{part} has no dev questions (all {len(ds)} are test: settings are chosen on the "
+                           f"factoid dev sets); use miniworld:{part}:test")
+    dev, test = split_dev_test(ds, MINIWORLD_SPLIT_SEED, MINIWORLD_DEV_FRACTION[part])
+    return dev if split == "dev" else test
 
 
 _LOADERS: dict[str, Callable[..., Dataset]] = {

@@ -66,7 +66,17 @@ def _raw() -> list[dict[str, Any]]:
 
 
 def load_grailqa(part: str = "dev", split: str | None = None) -> Dataset:
-    """The usable questions of ToG's GrailQA dev sample (``grailqa:dev``)."""
+    """The usable questions of ToG's GrailQA dev sample (``grailqa:dev``, asked against their own
+    answer-bearing slices: the *oracle* setting, KG ``grailqa``). ``grailqa:fragment`` (and
+    ``:fragment-tech`` / ``:fragment-nontech``): every question on ONE shared graph, KG
+    ``grailqa-fragment`` (:mod:`kgqa_lib.grailqa_fragment`)."""
+    if part.startswith("fragment"):
+        from .grailqa_fragment import load_fragment
+
+        return load_fragment(part)
+    if part != "dev":
+        raise DatasetNotFound(f"unknown GrailQA part {part!r}: use dev (oracle slices), fragment, fragment-tech "
+                              "or fragment-nontech")
     qs = []
     for raw in _raw():
         if not usable(raw):

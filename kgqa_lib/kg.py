@@ -573,10 +573,14 @@ def load_named(name: str, store_dir: str | Path | None = None) -> KGBase:
         return load_metaqa_kb(data_dir() / "tiny" / "kb.txt", name="tiny")
     if name == "metaqa":
         return load_metaqa_kb(metaqa_kb_path(), store_dir=store_dir or user_cache_dir() / "kg" / "metaqa")
-    if name == "grailqa":  # answer-bearing Freebase slices of the GrailQA sample (KGQA_DATA_DIR)
+    if name == "grailqa":  # oracle: answer-bearing per-question Freebase slices of the GrailQA sample (KGQA_DATA_DIR)
         from .grailqa import load_kg as load_grailqa_kg
 
         return load_grailqa_kg()
+    if name == "grailqa-fragment":  # ONE graph of every GrailQA (+ WebQSP parse) question's gold facts, cached on disk
+        from .grailqa_fragment import load_fragment_kg
+
+        return load_fragment_kg()
     if name in ("miniworld", "miniworld:wikidata", "miniworld:freebase"):
         from .miniworld import load_kg
 
@@ -585,5 +589,6 @@ def load_named(name: str, store_dir: str | Path | None = None) -> KGBase:
         from .remote import open_sparql_kg
 
         return open_sparql_kg(name)
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa' "
+    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa-fragment', "
+                     "'grailqa' (oracle per-question slices) "
                      "or a SPARQL endpoint 'sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:…'")

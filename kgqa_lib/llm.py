@@ -180,16 +180,24 @@ class LLMCache:
     Several processes may share the file (WAL journal, 30 s busy timeout). A damaged file (not a
     database, or a truncated/malformed page, found on open or on any later read or write) is moved
     aside to ``<name>.corrupt-<timestamp>`` and rebuilt from the transcripts, with a
-    :class:`CacheRecoveredWarning`; ``recover=False`` raises :class:`CacheCorrupt` instead."""
+    :class:`CacheRecoveredWarning`; ``recover=False`` raises :class:`CacheCorrupt` instead.
+
+    ``defer`` (default ``$KGQA_DEFER_TRANSCRIPTS``; ``kgqa run --shard`` sets it): new entries are
+    not appended to the transcripts but listed in the cache's ``pending`` table, so many writers
+    (shards, maybe on several machines, each with its own ``KGQA_CACHE_DIR``) never append to
+    ``data/llm_cache/`` at once; :meth:`merge` (``kgqa cache merge``) transcribes them later."""
 
     def __init__(self, path: str | Path | None = None, transcripts: str | Path | None | bool = True,
-                 recover: bool = True):
+                 recover: bool = True, defer: bool | None = None):
         self.path = Path(path) if path else user_cache_dir() / "llm_cache.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if transcripts is True:
             transcripts = data_dir() / "llm_cache"
         self.transcripts = Path(transcripts) if transcripts else None
         self.recover = recover
+        if defer is None:
+            defer = os.environ.get("KGQA_DEFER_TRANSCRIPTS", "").strip().lower() in ("1", "true", "yes", "on")
+        self.defer = bool(defer)
         self._lock = threading.RLock()  # re-entered when a write under the lock finds the file damaged
         self._local = threading.local()
         self._generation = 0  # bumped when the file is rebuilt: every thread reconnects
@@ -206,6 +214,7 @@ class LLMCache:
                     prompt_tokens INTEGER, completion_tokens INTEGER, finish_reason TEXT,
                     seconds REAL);
                 CREATE TABLE IF NOT EXISTS imported (file TEXT PRIMARY KEY, size INTEGER, mtime REAL);
+                CREATE TABLE IF NOT EXISTS pending (key TEXT PRIMARY KEY);
                 """
             )
             if fresh:  # a cache made before `transcribed` existed: re-read every transcript once
@@ -342,7 +351,11 @@ class LLMCache:
                 self._append(key, request.model_id, canonical, response)
 
     def _append(self, key: str, model_id: str, canonical: str, response: dict[str, Any]) -> None:
-        """Append one entry to the model's transcript (caller holds the lock)."""
+        """Append one entry to the model's transcript (caller holds the lock); deferred: list it as
+        pending (for :meth:`merge`)."""
+        if self.defer:
+            self._conn().execute("INSERT OR IGNORE INTO pending VALUES (?)", (key,))
+            return
         self.transcripts.mkdir(parents=True, exist_ok=True)
         f = self.transcripts / f"{_slug(model_id)}.jsonl"
         line = json.dumps({"key": key, "request": json.loads(canonical), "response": response},
@@ -379,6 +392,75 @@ class LLMCache:
             self._append(key, row[0], row[1], response)
         return True
 
+    def merge(self, sources: Iterable[str | Path]) -> dict[str, int]:
+        """Merge other caches into this one: ``sources`` are SQLite cache files (a shard's
+        ``llm_cache.sqlite``, read only, never changed) or transcript files (``*.jsonl``).
+        Every response missing here is added to this SQLite cache; the entries a source was to
+        transcribe (its ``pending`` list; every entry of a ``.jsonl``) and that no transcript holds
+        yet are appended to the transcripts, once per key. This cache's own pending entries are
+        transcribed too (then cleared). Returns counts: ``sources``, ``added`` (responses new to
+        this cache), ``transcribed`` (entries appended), ``already`` (to transcribe, but held already)."""
+        if self.transcripts is None:
+            raise UsageError("kgqa cache merge needs a transcripts folder (data/llm_cache/) to merge into")
+        return self._guarded(self._merge, [Path(p) for p in sources])
+
+    def _merge(self, sources: list[Path]) -> dict[str, int]:
+        rows: dict[str, tuple] = {}  # key → responses row (first source wins: the same key is the same request)
+        wanted: list[str] = []
+        for src in sources:
+            if src.suffix == ".jsonl":
+                for e in _transcript_entries(src):
+                    rows.setdefault(e[0], e)
+                    wanted.append(e[0])
+                continue
+            if src.resolve() == self.path.resolve():
+                continue  # its pending entries are read below
+            try:
+                con = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
+            except sqlite3.Error as exc:
+                raise SetupError(f"cannot open the cache {src} ({exc}): give an llm_cache.sqlite or a .jsonl transcript") from None
+            try:
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if "responses" not in names:
+                    raise SetupError(f"{src} is not an LLM cache (no responses table): give an llm_cache.sqlite "
+                                     "or a .jsonl transcript")
+                for row in con.execute("SELECT key, model_id, request, text, prompt_tokens, completion_tokens, "
+                                       "finish_reason, seconds FROM responses"):
+                    rows.setdefault(row[0], tuple(row))
+                if "pending" in names:
+                    wanted += [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
+            except sqlite3.DatabaseError as exc:
+                raise SetupError(f"cannot read the cache {src} ({exc}); is it a kgqa llm_cache.sqlite?") from None
+            finally:
+                con.close()
+        con = self._conn()
+        own_pending = [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
+        with self._lock:
+            before = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            con.execute("BEGIN")
+            con.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?)", list(rows.values()))
+            con.execute("COMMIT")
+            added = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0] - before
+            self._import_transcripts()  # the transcripts as they are now: which keys they hold
+            transcribed = already = 0
+            defer, self.defer = self.defer, False
+            try:
+                for key in dict.fromkeys(own_pending + wanted):
+                    if con.execute("SELECT 1 FROM transcribed WHERE key=?", (key,)).fetchone():
+                        already += 1
+                        continue
+                    row = con.execute("SELECT model_id, request, text, prompt_tokens, completion_tokens, "
+                                      "finish_reason, seconds FROM responses WHERE key=?", (key,)).fetchone()
+                    if row is None:
+                        continue
+                    response = dict(zip(("text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds"), row[2:]))
+                    self._append(key, row[0], row[1], response)
+                    transcribed += 1
+            finally:
+                self.defer = defer
+            con.execute("DELETE FROM pending")
+        return {"sources": len(sources), "added": added, "transcribed": transcribed, "already": already}
+
     def stats(self) -> dict[str, Any]:
         return self._guarded(self._stats)
 
@@ -397,6 +479,22 @@ class LLMCache:
                 for m, n, p, c, s in rows
             ],
         }
+
+
+def _transcript_entries(path: Path) -> Iterator[tuple]:
+    """The valid entries of a transcript file as ``responses`` rows (edited or truncated lines skipped)."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                e = json.loads(line)
+                resp = e["response"]
+                canonical = json.dumps(e["request"], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != e["key"]:
+                    continue
+                yield (e["key"], e["request"]["model"], canonical, resp["text"], resp["prompt_tokens"],
+                       resp["completion_tokens"], resp.get("finish_reason", ""), resp.get("seconds", 0.0))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
 
 
 def _inode(path: Path) -> int | None:
@@ -432,19 +530,93 @@ def _strip_special(text: str) -> str:
     return text.strip()
 
 
+def default_threads() -> int:
+    """Threads for the embedded model: ``$KGQA_LLM_THREADS``, else the cores this process may use
+    (``os.sched_getaffinity``: a Slurm/cgroup allocation, not the whole machine)."""
+    env = os.environ.get("KGQA_LLM_THREADS", "").strip()
+    if env:
+        return _option_int("KGQA_LLM_THREADS", env, low=1)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def default_gpu_layers() -> int:
+    """Layers offloaded to a GPU: ``$KGQA_LLM_GPU_LAYERS`` (-1: all), else 0 (the CPU build has no GPU)."""
+    env = os.environ.get("KGQA_LLM_GPU_LAYERS", "").strip()
+    return _option_int("KGQA_LLM_GPU_LAYERS", env, low=-1) if env else 0
+
+
+def _option_int(name: str, text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < low:
+        raise UsageError(f"{name} expects a whole number ≥ {low}, got {text!r}")
+    return value
+
+
+def _option_rate(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise UsageError(f"{name} expects a positive number (per minute), got {text!r}")
+    return value
+
+
+#: Options an LLM name may carry after ``?`` (``local?threads=8&gpu_layers=-1``,
+#: ``openai:gpt-4o-mini?rpm=500&tpm=200000``). They change how answers are computed, never which
+#: answer a request has: they are not part of the model id, the cache keys or the run config.
+LLM_OPTIONS = {"local": ("threads", "gpu_layers"), "openai": ("rpm", "tpm")}
+
+
+def split_llm_name(name: str) -> tuple[str, dict[str, Any]]:
+    """``"local:qwen2.5-0.5b?threads=8&gpu_layers=-1"`` → ``("local:qwen2.5-0.5b", {"threads": 8,
+    "gpu_layers": -1})``; an unknown or malformed option is a :class:`~kgqa_lib.errors.UsageError`."""
+    from urllib.parse import parse_qsl
+
+    base, sep, query = name.partition("?")
+    kind = base.partition(":")[0]
+    if not sep:
+        return base, {}
+    allowed = LLM_OPTIONS.get(kind, ())
+    opts: dict[str, Any] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in allowed:
+            raise UsageError(f"unknown option {key!r} in the LLM name {name!r}: {kind} takes "
+                             + (", ".join(f"{a}=…" for a in allowed) or "no options"))
+        if key in ("rpm", "tpm"):
+            opts[key] = _option_rate(key, value)
+        else:
+            opts[key] = _option_int(key, value, low=1 if key == "threads" else -1)
+    return base, opts
+
+
 class LocalBackend:
     """The embedded GGUF model, in-process through llama-cpp-python.
+
+    ``n_threads``: default :func:`default_threads` (``$KGQA_LLM_THREADS``, else the cores available);
+    ``n_gpu_layers``: default :func:`default_gpu_layers` (``$KGQA_LLM_GPU_LAYERS``, else 0; -1 = all,
+    for a llama-cpp-python built with CUDA/Metal). Both can be given in the name:
+    ``local?threads=8&gpu_layers=-1``.
 
     Memory is bounded: no llama.cpp RAM prompt cache is attached (measured: its accounting
     undercounts entries ~13x and a server grew to 22.8 GB); prefix reuse between consecutive
     prompts happens inside the one ``Llama`` object anyway."""
 
-    def __init__(self, model: str = "default", n_ctx: int = 4096, n_threads: int = 2, n_batch: int = 256):
+    def __init__(self, model: str = "default", n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 256,
+                 n_gpu_layers: int | None = None):
         from . import models
 
         self.spec = models.get_spec(model)
         self.model_id = self.spec.model_id
-        self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
+        self.n_ctx, self.n_batch = n_ctx, n_batch
+        self.n_threads = default_threads() if n_threads is None else int(n_threads)
+        self.n_gpu_layers = default_gpu_layers() if n_gpu_layers is None else int(n_gpu_layers)
         self._llama = None
         self._lock = threading.Lock()
 
@@ -462,7 +634,8 @@ class LocalBackend:
             path = models.model_path(self.spec.name)
             self._llama = Llama(
                 model_path=str(path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                n_threads_batch=self.n_threads, n_batch=self.n_batch, verbose=False, seed=0,
+                n_threads_batch=self.n_threads, n_batch=self.n_batch, n_gpu_layers=self.n_gpu_layers,
+                verbose=False, seed=0,
             )
         return self._llama
 
@@ -487,21 +660,158 @@ class LocalBackend:
         }
 
 
+class RateLimiter:
+    """A client-side limit of requests and tokens per minute, and the endpoint's ``Retry-After``.
+
+    Two token buckets (requests, tokens) that refill continuously at ``rpm``/``tpm`` per minute and
+    hold at most one second's worth (at least one request; a request costing more tokens than a
+    bucket holds waits for a full bucket and leaves it in debt): the rate holds over any minute
+    without bursts that a per-second quota would refuse. :meth:`pause` (a 429's ``Retry-After``)
+    holds *every* caller until then. Thread-safe; one instance per endpoint and model is shared by
+    all workers of a process (:func:`rate_limiter`). ``clock``/``sleep`` are injectable for tests."""
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *, clock=time.monotonic,
+                 sleep=time.sleep) -> None:
+        self.rpm, self.tpm = rpm, tpm
+        self.clock, self.sleep = clock, sleep
+        self._lock = threading.Lock()
+        now = clock()
+        self._req = self._req_cap = max(1.0, rpm / 60.0) if rpm else 0.0
+        self._tok = self._tok_cap = max(1.0, tpm / 60.0) if tpm else 0.0
+        self._last = now
+        self._paused_until = now
+        self.waited = 0.0  # seconds callers spent waiting here (accounting)
+
+    def configure(self, rpm: float | None, tpm: float | None) -> None:
+        """New limits (the latest backend's) for every user of this limiter."""
+        with self._lock:
+            self._refill(self.clock())
+            self.rpm, self.tpm = rpm, tpm
+            self._req_cap = max(1.0, rpm / 60.0) if rpm else 0.0
+            self._tok_cap = max(1.0, tpm / 60.0) if tpm else 0.0
+            self._req, self._tok = min(self._req, self._req_cap), min(self._tok, self._tok_cap)
+
+    def _refill(self, now: float) -> None:
+        dt = max(0.0, now - self._last)
+        self._last = now
+        if self.rpm:
+            self._req = min(self._req_cap, self._req + dt * self.rpm / 60.0)
+        if self.tpm:
+            self._tok = min(self._tok_cap, self._tok + dt * self.tpm / 60.0)
+
+    def acquire(self, tokens: float = 0.0) -> float:
+        """Wait until one request (costing ``tokens``) may go; returns the seconds waited."""
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = self.clock()
+                self._refill(now)
+                wait = self._paused_until - now
+                if wait <= 0:
+                    need_req = 1.0 - self._req if self.rpm else 0.0
+                    need_tok = min(tokens, self._tok_cap) - self._tok if self.tpm else 0.0
+                    wait = max(need_req * 60.0 / self.rpm if self.rpm and need_req > 0 else 0.0,
+                               need_tok * 60.0 / self.tpm if self.tpm and need_tok > 0 else 0.0)
+                    if wait <= 0:
+                        if self.rpm:
+                            self._req -= 1.0
+                        if self.tpm:
+                            self._tok -= tokens
+                        self.waited += waited
+                        return waited
+            self.sleep(wait)
+            waited += wait
+
+    def pause(self, seconds: float) -> None:
+        """Hold every caller for ``seconds`` from now (the endpoint said ``Retry-After``)."""
+        if not seconds or seconds <= 0 or seconds != seconds:
+            return
+        with self._lock:
+            self._paused_until = max(self._paused_until, self.clock() + min(float(seconds), 600.0))
+
+
+_LIMITERS: dict[str, RateLimiter] = {}
+_LIMITERS_LOCK = threading.Lock()
+
+
+def rate_limiter(model_id: str, rpm: float | None = None, tpm: float | None = None) -> RateLimiter:
+    """The process-wide :class:`RateLimiter` of an endpoint's model (``model_id`` names both), with
+    the given limits (``None``: ``$KGQA_LLM_RPM`` / ``$KGQA_LLM_TPM``, else no limit)."""
+    if rpm is None and os.environ.get("KGQA_LLM_RPM", "").strip():
+        rpm = _option_rate("KGQA_LLM_RPM", os.environ["KGQA_LLM_RPM"])
+    if tpm is None and os.environ.get("KGQA_LLM_TPM", "").strip():
+        tpm = _option_rate("KGQA_LLM_TPM", os.environ["KGQA_LLM_TPM"])
+    with _LIMITERS_LOCK:
+        limiter = _LIMITERS.get(model_id)
+        if limiter is None:
+            limiter = _LIMITERS[model_id] = RateLimiter(rpm, tpm)
+        elif (limiter.rpm, limiter.tpm) != (rpm, tpm):
+            limiter.configure(rpm, tpm)
+        return limiter
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from a response's ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            import email.utils
+
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+                return when.timestamp() - time.time()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                return None
+    return None
+
+
+def _estimated_tokens(body: bytes) -> float:
+    """What a chat request costs against a tokens-per-minute limit, as OpenAI counts it: the
+    prompt (about 4 characters a token) plus ``max_tokens``."""
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        return 0.0
+    if not isinstance(payload, dict):
+        return 0.0
+    chars = sum(len(str(m.get("content", ""))) for m in payload.get("messages", []) if isinstance(m, dict))
+    return chars / 4.0 + float(payload.get("max_tokens") or payload.get("max_completion_tokens") or 0)
+
+
 class OpenAIBackend:
     """Any OpenAI-compatible chat endpoint, through the ``openai`` client.
 
     Timeouts and retries with exponential backoff on 408/409/429/5xx and connection errors are
-    the client's (``max_retries``)."""
+    the client's (``max_retries``). Every HTTP attempt (retries too) first passes the process-wide
+    :class:`RateLimiter` of this endpoint and model (``rpm``/``tpm``: ``openai:MODEL?rpm=500&tpm=2e5``,
+    or ``$KGQA_LLM_RPM``/``$KGQA_LLM_TPM``); a 429's ``Retry-After`` pauses every worker of the
+    process, not only the one that got it."""
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 4):
+                 timeout: float = 120.0, max_retries: int = 4, rpm: float | None = None, tpm: float | None = None):
         import openai
 
         self.model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
         base_url = base_url or os.environ.get("KGQA_LLM_BASE_URL") or None
         self.model_id = openai_model_id(self.model, base_url)  # the endpoint is part of the cache key
         api_key = openai_api_key(base_url, api_key)
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
+        self.limiter = limiter = rate_limiter(self.model_id, rpm, tpm)
+
+        def before(request: Any) -> None:
+            if request.method == "POST":
+                limiter.acquire(_estimated_tokens(request.content) if limiter.tpm else 0.0)
+
+        def after(response: Any) -> None:
+            if response.status_code in (429, 503):
+                limiter.pause(_retry_after(response.headers) or 0.0)
+
+        http_client = openai.DefaultHttpxClient(event_hooks={"request": [before], "response": [after]}, timeout=timeout)
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
+                                     http_client=http_client)
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -770,6 +1080,7 @@ def check_llm(name: str | None = None, mode: str | None = None, *, base_url: str
     cache is opened (``kgqa run`` calls it first, so a bad command writes nothing)."""
     name = name or os.environ.get("KGQA_LLM") or "local"
     mode = resolve_mode(mode)
+    name, _ = split_llm_name(name)  # unknown options are errors
     kind, _, model = name.partition(":")
     if kind == "local":
         from . import models
@@ -800,13 +1111,15 @@ def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCach
     mode = resolve_mode(mode)
     check_llm(name, mode, base_url=base_url, api_key=api_key)  # before the cache is opened
     cache = cache or LLMCache()
+    name, options = split_llm_name(name)
     kind, _, model = name.partition(":")
     if kind == "local":
-        backend = LocalBackend(model or "default", **backend_kwargs)
+        options = {{"threads": "n_threads", "gpu_layers": "n_gpu_layers"}[k]: v for k, v in options.items()}
+        backend = LocalBackend(model or "default", **{**options, **backend_kwargs})
         return LLM(backend, backend.model_id, cache, mode)
     # "openai" (check_llm refused any other kind)
     model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
     if mode == "replay":
         return LLM(None, openai_model_id(model, base_url or os.environ.get("KGQA_LLM_BASE_URL")), cache, mode)
-    backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **backend_kwargs)
+    backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **{**options, **backend_kwargs})
     return LLM(backend, backend.model_id, cache, mode)

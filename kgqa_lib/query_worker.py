@@ -57,12 +57,20 @@ def _write(fd: int, obj: Any) -> None:
         view = view[n:]
 
 
+def _readable(fd: int, seconds: float) -> bool:
+    """Wait until ``fd`` can be read (``poll``, not ``select``: a process holding many KGs has
+    descriptors above 1024, which ``select`` cannot watch)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(0, int(seconds * 1000) + 1)))
+
+
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
     chunks, got = [], 0
     while got < n:
         if deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not _readable(fd, left):
                 raise WorkerTimeout()
         chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
@@ -161,6 +169,12 @@ def _run(store, msg: dict) -> dict:
 
 def main() -> None:  # pragma: no cover - runs in the worker process (tested through EmbeddedKG)
     _die_with_parent()
+    import signal
+
+    # Ctrl-C / a kernel interrupt goes to the whole process group: the parent decides when this
+    # worker ends (it kills it on timeout or exit), so the worker ignores SIGINT instead of printing
+    # a KeyboardInterrupt traceback into the user's console.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd_in, fd_out = 0, os.dup(1)
     os.dup2(2, 1)  # a stray print must not corrupt the protocol
     import pyoxigraph as ox
@@ -238,13 +252,20 @@ def _package_parent() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+MAX_IDLE_TOTAL = 8  # idle workers kept across every KG of the process (the oldest is ended first)
+_IDLE_LOCK = threading.Lock()  # one lock for the idle lists of all pools, so eviction can cross pools
+_IDLE_ORDER: list[tuple["WorkerPool", Worker]] = []  # every idle worker, oldest first
+
+
 class WorkerPool:
-    """Idle workers of one KG, reused across queries; one busy worker per concurrent caller."""
+    """Idle workers of one KG, reused across queries; one busy worker per concurrent caller.
+    Idle workers are bounded per KG (``max_idle``) and across all KGs (:data:`MAX_IDLE_TOTAL`): a
+    run over thousands of per-question slice KGs keeps a handful of processes, not thousands."""
 
     def __init__(self, source: Callable[[], StoreSource], max_idle: int = 2) -> None:
         self._source = source
         self._idle: list[Worker] = []
-        self._lock = threading.Lock()
+        self._lock = _IDLE_LOCK
         self.max_idle = max_idle
         self.started = 0
         self.killed = 0
@@ -252,21 +273,37 @@ class WorkerPool:
 
     @staticmethod
     def _close_all(idle: list[Worker]) -> None:
-        while idle:
-            idle.pop().kill()
+        with _IDLE_LOCK:
+            doomed = list(idle)
+            idle.clear()
+            _IDLE_ORDER[:] = [(p, w) for p, w in _IDLE_ORDER if w not in doomed]
+        for w in doomed:
+            w.kill()
+
+    @staticmethod
+    def _forget(worker: Worker) -> None:
+        """Drop ``worker`` from the global idle order (call with the lock held)."""
+        for i, (_, w) in enumerate(_IDLE_ORDER):
+            if w is worker:
+                del _IDLE_ORDER[i]
+                return
 
     def run(self, query: str, graph: str, max_rows: int, timeout: float, generation: int,
             parse_only: bool = False) -> dict:
         """Run one query; raises :class:`WorkerTimeout` (the worker was killed) when it runs too long.
         ``parse_only``: run it on an empty store instead, for Oxigraph's own syntax message."""
         worker = None
+        stale: list[Worker] = []
         with self._lock:
             while self._idle:
                 w = self._idle.pop()
+                self._forget(w)
                 if w.generation == generation and w.alive():
                     worker = w
                     break
-                w.kill()
+                stale.append(w)
+        for w in stale:
+            w.kill()
         if worker is None:
             worker = Worker(self._source())
             self.started += 1
@@ -279,17 +316,25 @@ class WorkerPool:
         except BaseException:
             worker.kill()
             raise
+        evicted: list[Worker] = []
         with self._lock:
             if len(self._idle) < self.max_idle and worker.generation == generation:
                 self._idle.append(worker)
+                _IDLE_ORDER.append((self, worker))
                 worker = None
+                while len(_IDLE_ORDER) > MAX_IDLE_TOTAL:
+                    pool, old = _IDLE_ORDER.pop(0)
+                    if old in pool._idle:
+                        pool._idle.remove(old)
+                    evicted.append(old)
         if worker is not None:
-            worker.kill()
+            evicted.append(worker)
+        for w in evicted:
+            w.kill()
         return out
 
     def close(self) -> None:
-        with self._lock:
-            self._close_all(self._idle)
+        self._close_all(self._idle)
 
 
 if __name__ == "__main__":  # pragma: no cover

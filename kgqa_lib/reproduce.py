@@ -86,9 +86,21 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
                           f"{tot['cache_hits']} | {tot['live_calls']} | {tot['tokens']} | |\n")
 
 
+def grid_combinations(grid: dict[str, list] | None) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, in a fixed order (the first key varies slowest):
+    the indices of ``kgqa reproduce --list`` / ``--index``."""
+    keys = list((grid or {}).keys())
+    return [dict(zip(keys, values)) for values in itertools.product(*(grid or {}).values())] or [{}]
+
+
 def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = None,
               grid: dict[str, list] | None = None, llm: str | None = None, llm_mode: str | None = None,
-              out: str | Path | None = None, resume: bool = False) -> int:
+              out: str | Path | None = None, resume: bool = False, list_only: bool = False,
+              index: int | None = None) -> int:
+    """Execute the notebooks once per combination of ``grid`` values (on top of ``params``).
+    ``list_only``: print each combination with its index (0-based) and its output folder, run
+    nothing; ``index``: run only that combination (as the full sweep would: same folders, same
+    tags), so a job array (Slurm ``--array=0-(N-1)``, :mod:`kgqa_lib.distributed`) maps onto it."""
     paths = [p for p in notebook_paths() if not only or any(s in p.name for s in only)]
     unmatched = [s for s in only or [] if not any(s in p.name for p in notebook_paths())]
     if unmatched:
@@ -102,15 +114,24 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
         base["LLM"] = llm
     if llm_mode:
         base["LLM_MODE"] = llm_mode
-    keys = list((grid or {}).keys())
-    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid or {}).values())] or [{}]
+    combos = grid_combinations(grid)
+    n_combos = len(combos)
+    if list_only:
+        for k, combo in enumerate(combos):
+            print(f"{k}\t{_tag({**base, **combo})}\t{' '.join(f'{key}={v!r}' for key, v in combo.items()) or '(defaults)'}")
+        return 0
+    if index is not None:
+        if not 0 <= index < n_combos:
+            raise UsageError(f"--index {index} is out of range: the grid has {n_combos} combination(s), "
+                             f"0…{n_combos - 1} (see --list)")
+        combos = [combos[index]]
     failed_total = 0
     for combo in combos:
         wanted = {**base, **combo}
         tag = _tag(wanted)
         state_dir = results_dir() / "reproduce" / tag
         state_dir.mkdir(parents=True, exist_ok=True)
-        out_dir = Path(out) / tag if out and len(combos) > 1 else (Path(out) if out else (None if not wanted else state_dir))
+        out_dir = Path(out) / tag if out and n_combos > 1 else (Path(out) if out else (None if not wanted else state_dir))
         state_file = state_dir / "state.json"
         state = json.loads(state_file.read_text()) if resume and state_file.exists() else {}
         rows: list[dict[str, Any]] = []

@@ -231,3 +231,82 @@ def recall_at(ranked: Sequence[Ranked], gold: set[int], k: int) -> float:
         return 1.0
     top = {r.index for r in ranked[:k]}
     return len(top & gold) / len(gold)
+
+
+class HeadRetriever:
+    """A dense retriever that trains in seconds: the frozen offline MiniLM embeds questions and
+    candidates (vectors cached on disk), and a linear map of the question embedding (384 × 384,
+    starting at the identity) is trained with the same multiple-negatives ranking loss as
+    :func:`train_dense`. Candidates' vectors never change, so nothing but the map is trained."""
+
+    name = "dense"
+
+    def __init__(self, weight: np.ndarray, label: str = "dense", embedder: Any = None) -> None:
+        from .embed import Embedder
+
+        self.weight = np.asarray(weight, dtype=np.float32)
+        self.label = label
+        self.embedder = embedder or Embedder()
+
+    def rank(self, question: str, texts: Sequence[str], k: int | None = None) -> list[Ranked]:
+        if not texts:
+            return []
+        q = self.embedder.encode([question])[0] @ self.weight
+        q = q / (np.linalg.norm(q) or 1.0)
+        m = self.embedder.encode(list(texts))
+        scores = (m @ q).astype(float)
+        order = sorted(range(len(texts)), key=lambda i: (-round(scores[i], 6), i))
+        return [Ranked(i, float(scores[i])) for i in order[:k]]
+
+    def __repr__(self) -> str:
+        return f"HeadRetriever({self.label})"
+
+
+def train_head(examples: Sequence[TrainingExample], *, base: np.ndarray | None = None, epochs: int = 30,
+               batch_size: int = 32, lr: float = 1e-3, scale: float = 20.0, seed: int = 0, hard_negatives: int = 1,
+               embedder: Any = None) -> tuple[np.ndarray, TrainingReport]:
+    """Train :class:`HeadRetriever`'s map (from ``base``, else the identity) on (question, positive,
+    negatives) examples; deterministic for a seed. Returns (weight, report); the report's path is
+    empty (the map is small: it is kept in memory, not saved)."""
+    import time
+
+    import torch
+
+    from .embed import Embedder
+
+    if not examples:
+        raise ValueError("train_head needs at least one (question, positive) example")
+    started = time.perf_counter()
+    emb = embedder or Embedder()
+    texts = sorted({e.question for e in examples} | {e.positive for e in examples} |
+                   {n for e in examples for n in e.negatives})
+    vecs = emb.encode(texts)
+    index = {t: i for i, t in enumerate(texts)}
+    V = torch.tensor(np.asarray(vecs, dtype=np.float32))
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    W = torch.nn.Parameter(torch.tensor(base, dtype=torch.float32) if base is not None else torch.eye(V.shape[1]))
+    opt = torch.optim.Adam([W], lr=lr)
+    order = list(range(len(examples)))
+    losses: list[float] = []
+    for _ in range(epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[start:start + batch_size]]
+            docs = [e.positive for e in batch]
+            for e in batch:
+                negs = [n for n in e.negatives if n != e.positive]
+                docs.extend(rng.sample(negs, min(hard_negatives, len(negs))))
+            q = torch.nn.functional.normalize(V[[index[e.question] for e in batch]] @ W, dim=-1)
+            d = V[[index[t] for t in docs]]
+            logits = scale * q @ d.T
+            same = torch.tensor([[docs[j] == batch[i].positive and j != i for j in range(len(docs))]
+                                 for i in range(len(batch))])
+            logits = logits.masked_fill(same, -1e4)
+            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(round(float(loss.detach()), 4))
+    weight = W.detach().numpy().copy()
+    return weight, TrainingReport(Path(""), len(examples), len(losses), time.perf_counter() - started, losses, False)

@@ -274,11 +274,15 @@ def echo_answer(messages: list[dict[str, str]]) -> str:
 class FakeChatServer:
     """``POST /v1/chat/completions`` answered after ``latency`` seconds with
     ``reply(messages)``; ``fail`` (optional) maps the n-th request (1-based) to an HTTP status to
-    return instead (429/500 fault injection). Runs in a thread of this process."""
+    return instead (429/500 fault injection; a 429 carries ``Retry-After: <retry_after>``). Runs in a
+    thread of this process; ``times`` holds the monotonic arrival time of every request."""
 
     def __init__(self, latency: float = 0.0, reply: Callable[[list[dict[str, str]]], str] = echo_answer,
-                 fail: Callable[[int], int | None] | None = None, port: int | None = None) -> None:
+                 fail: Callable[[int], int | None] | None = None, port: int | None = None,
+                 retry_after: float = 0) -> None:
         self.latency, self.reply, self.fail = latency, reply, fail
+        self.retry_after = retry_after
+        self.times: list[float] = []
         self.port = port or free_port()
         self.requests = 0
         self.max_in_flight = 0
@@ -306,6 +310,7 @@ class FakeChatServer:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                     server.headers_seen.append(dict(self.headers))
+                    server.times.append(time.monotonic())
                 try:
                     time.sleep(server.latency)
                     status = server.fail(n) if server.fail else None
@@ -313,7 +318,7 @@ class FakeChatServer:
                         payload = json.dumps({"error": {"message": f"injected HTTP {status}"}}).encode()
                         self.send_response(status)
                         if status == 429:
-                            self.send_header("Retry-After", "0")
+                            self.send_header("Retry-After", f"{server.retry_after:g}")
                     else:
                         text = server.reply(body.get("messages", []))
                         payload = json.dumps({

@@ -1,180 +1,40 @@
-"""PG&AKV benchmark report: the Table 2 grid on the full mini-world sets, costs, and Cypher statistics.
+"""Thin wrapper kept for callers of the old script: the PG&AKV Table 2 benchmark lives in
+:mod:`kgqa_lib.bench.pgakv` (table ``pgakv_t2``). Use instead:
 
-Run the methods first (resumable; ``--no-transcripts`` keeps the committed transcripts small):
+    kgqa bench list pgakv_t2          # completeness per cell
+    kgqa bench run pgakv_t2 [--yes]   # estimate, then run/resume what is missing
+    kgqa bench report pgakv_t2        # → results/bench/pgakv_table2.md (from the saved records)
 
-    for s in simple multihop open; do for m in io cot sc qsm pgakv; do
-      kgqa run --method $m --dataset miniworld:$s --llm-mode auto --no-transcripts --out results/runs/t2_$s.$m.jsonl
-    done; done
-    python scripts/bench_pgakv.py            # → results/bench/pgakv_table2.md
-
-PG&AKV variants end to end (the report compares each with the full method on the same questions):
-
-    for s in multihop simple; do
-      for v in "thr05 threshold=0.5" "noverify verify=False" "thr05_noverify threshold=0.5 verify=False"; do
-        set -- $v; name=$1; shift
-        kgqa run --method pgakv --dataset miniworld:$s $(printf -- '--set %s ' "$@") --llm-mode auto --no-transcripts \\
-          --out results/runs/t2_$s.pgakv_$name.jsonl
-      done
-    done
-
-Missing or partial run files are reported as such (n shows how many questions are done).
-
-The runs take hours with the local model and ``results/runs/`` is not committed, so progress is
-kept across machines in ``results/bench/runs/pgakv_t2/*.jsonl.gz`` (our own questions only):
-
-    python scripts/bench_pgakv.py --save      # gzip the run files there (commit them)
-    python scripts/bench_pgakv.py --restore   # copy them back to results/runs/ to resume the runs
-
-The report reads ``results/runs/`` first and falls back to the saved copies."""
+    python scripts/bench_pgakv.py --save      # results/runs/t2_*.jsonl → results/bench/runs/pgakv_t2/
+    python scripts/bench_pgakv.py --restore   # and back, to resume the runs"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from functools import lru_cache
 from pathlib import Path
 
-from kgqa_lib.evaluate.report import best_baseline_gain, format_gain, paired_gain, summarize
-from kgqa_lib.evaluate.runner import read_records, restore_runs, save_runs
-from kgqa_lib.methods.pgakv import (ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep,
-                                    stage_output)
+from kgqa_lib import bench
 from kgqa_lib.paths import results_dir
-
-SETS = ("simple", "multihop", "open")
-METHODS = ("io", "cot", "sc", "qsm", "pgakv")
-KG_FREE = ("io", "cot", "sc")
-VARIANTS = {"pgakv_thr05": "threshold 0.5", "pgakv_noverify": "no verification",
-            "pgakv_thr05_noverify": "threshold 0.5, no verification"}  # t2_<set>.<variant>.jsonl
-CLAIM = {"simple": 7.5, "multihop": 7.5, "open": 11.5}  # the paper's abstract: minimum gains over the baselines
-
-
-SAVED = results_dir() / "bench" / "runs" / "pgakv_t2"
-
-
-def run_file(runs: Path, s: str, m: str) -> Path:
-    """The live run file, or else its saved (gzipped) copy."""
-    live = runs / f"t2_{s}.{m}.jsonl"
-    saved = SAVED / f"t2_{s}.{m}.jsonl.gz"
-    return live if live.exists() or not saved.exists() else saved
-
-
-def save(runs: Path) -> None:
-    for name, n in save_runs(sorted(runs.glob("t2_*.jsonl")), SAVED).items():
-        print("saved", name, n, "records")
-
-
-def restore(runs: Path) -> None:
-    for name, what in restore_runs(SAVED, runs).items():
-        print(name, what)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default=str(results_dir() / "runs"))
-    ap.add_argument("--out", default=str(results_dir() / "bench" / "pgakv_table2.md"))
     ap.add_argument("--save", action="store_true", help="gzip results/runs/t2_*.jsonl into results/bench/runs/pgakv_t2/")
     ap.add_argument("--restore", action="store_true", help="copy the saved runs back to results/runs/ (to resume)")
     args = ap.parse_args()
-    runs = Path(args.runs)
-    if args.save or args.restore:
-        save(runs) if args.save else restore(runs)
+    table = bench.get_table("pgakv_t2")
+    if args.save:
+        for name, n in bench.save(table, Path(args.runs)).items():
+            print("saved", name, n, "records")
+        bench.write_report(table)
         return 0
-    load = lru_cache(maxsize=None)(lambda s, m: read_records(run_file(runs, s, m)))  # [] when not run
-    rows, lines = {(s, m): summarize(load(s, m)) for s in SETS for m in METHODS if load(s, m)}, []
-    metric = {s: "rouge_l" if s == "open" else "hits@1" for s in SETS}
-    lines.append("# PG&AKV on the full mini-world sets (local Qwen2.5-Coder-1.5B)\n")
-    lines.append("Hits@1 (simple, multihop) and ROUGE-L (open), 95% bootstrap CI; n = questions done.\n")
-    lines.append("| method | " + " | ".join(f"{s} ({metric[s]})" for s in SETS) + " |")
-    lines.append("|---|" + "---|" * len(SETS))
-    for m in METHODS:
-        cells = []
-        for s in SETS:
-            r = rows.get((s, m))
-            cells.append("—" if r is None else f"{r[metric[s]]:.3f} [{r[metric[s] + '_ci'][0]:.3f}, {r[metric[s] + '_ci'][1]:.3f}] (n={r['n']})")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines.append("\n## PG&AKV minus the best baseline, in points (the paper claims at least +7.5 / +11.5)\n")
-    lines.append("Gains with a paired bootstrap 95% CI over the same questions.\n")
-    lines.append("| set | PG&AKV | best KG-free (IO/CoT/SC) | gain [95% CI] | QSM | gain over QSM [95% CI] | paper's minimum gain |")
-    lines.append("|---|---|---|---|---|---|---|")
-    for s in SETS:
-        pg, kg_free = load(s, "pgakv"), {m: load(s, m) for m in KG_FREE if load(s, m)}
-        if not pg or not kg_free:
-            lines.append(f"| {s} | — | — | — | — | — | {CLAIM[s]} |")
-            continue
-        best, best_mean, gain = best_baseline_gain(pg, kg_free, metric[s])
-        q = rows.get((s, "qsm"))
-        qsm = f"{100 * q[metric[s]]:.1f} | {format_gain(paired_gain(pg, load(s, 'qsm'), metric[s]))}" if q else "— | —"
-        lines.append(f"| {s} | {100 * rows[s, 'pgakv'][metric[s]]:.1f} | {100 * best_mean:.1f} ({best}) | {format_gain(gain)} | "
-                     f"{qsm} | +{CLAIM[s]} |")
-    lines.append("\n## Cost per question\n")
-    lines.append("| set | method | n | errors | calls/q | tokens/q | s/q | LLM s/q (recorded) | outside LLM s/q | outside share |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
-    for (s, m), r in rows.items():
-        lines.append(f"| {s} | {m} | {r['n']} | {r['errors']} | {r['calls/q']:.2f} | {r['tokens/q']:.0f} | {r['s/q']:.2f} | "
-                     f"{r['llm_s/q (recorded)']:.2f} | {r['outside_llm_s/q']:.3f} | {r['outside_share']:.3f} |")
-    variants = {(v, s): load(s, v) for v in VARIANTS for s in SETS if s != "open" and load(s, v)}
-    if variants:
-        lines.append("\n## PG&AKV variants end to end: pruning threshold 0.5, no verification, both\n")
-        lines.append("Against the full method (threshold 0.7, with verification) on the same questions, paired bootstrap 95% "
-                     "CIs in points. `same sketch`: questions whose pseudo-graph reply is byte-identical to the full run's "
-                     "(the first LLM call does not depend on these settings). `gold in G_g`: full run → variant.\n")
-        lines.append("| variant | set | n | same sketch | full PG&AKV | variant | gain over full | gain over best KG-free "
-                     "| gain over QSM | gold in G_g | tokens/q | LLM s/q |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        hit = lambda rs: 100 * sum(r["metrics"]["hits@1"] for r in rs) / max(1, len(rs))  # noqa: E731
-        gg = lambda rs: sum(gold_funnel(r)["G_g"] for r in rs) / max(1, len(rs))  # noqa: E731
-        for (v, s), recs in variants.items():
-            qids = {r["qid"] for r in recs}
-            full = [r for r in load(s, "pgakv") if r["qid"] in qids]
-            best, _, gain = best_baseline_gain(recs, {m: load(s, m) for m in KG_FREE}, "hits@1")
-            row = summarize(recs)
-            sketch = {r["qid"]: stage_output(r, "generate_pseudo_graph")["text"] for r in full}
-            same_sketch = sum(stage_output(r, "generate_pseudo_graph")["text"] == sketch.get(r["qid"]) for r in recs)
-            lines.append(f"| {VARIANTS[v]} | {s} | {len(recs)} | {same_sketch}/{len(recs)} | {hit(full):.1f} | {hit(recs):.1f} | "
-                         f"{format_gain(paired_gain(recs, full, 'hits@1'))} | {format_gain(gain)} ({best}) | "
-                         f"{format_gain(paired_gain(recs, load(s, 'qsm'), 'hits@1'))} | {gg(full):.3f} → {gg(recs):.3f} | "
-                         f"{row['tokens/q']:.0f} | {row['llm_s/q (recorded)']:.1f} |")
-    pg = [rec for s in SETS for rec in load(s, "pgakv")]
-    if pg:
-        lines.append("\n## Cypher written by the local model (all PG&AKV questions above)\n")
-        lines.append("| measure | value |")
-        lines.append("|---|---|")
-        for k, v in cypher_statistics(pg).items():
-            lines.append(f"| {k} | {v} |")
-    factoid = {s: load(s, "pgakv") for s in SETS if s != "open" and load(s, "pgakv")}
-    if factoid:
-        lines.append("\n## Where the gold answer is lost (factoid sets, from each record's trace)\n")
-        lines.append("Share of questions whose graph at each stage holds a gold answer: sketch `G_p`, retrieved `G_t` "
-                     "(top-10 KG triples per sketch triple), ground graph `G_g` after pruning, verified graph `G_f`.\n")
-        lines.append("| set | n | G_p | G_t | G_g | G_f | Hits@1 |")
-        lines.append("|---|---|---|---|---|---|---|")
-        for s, recs in factoid.items():
-            f = [gold_funnel(r) for r in recs]
-            share = {g: sum(x[g] for x in f) / len(f) for g in ("G_p", "G_t", "G_g", "G_f")}
-            hits = sum(r["metrics"]["hits@1"] for r in recs) / len(recs)
-            lines.append(f"| {s} | {len(recs)} | " + " | ".join(f"{share[g]:.3f}" for g in share) + f" | {hits:.3f} |")
-        lines.append("\nEach wrong answer attributed to the first stage that lost the gold answer (`verification` here: "
-                     "`G_g` held it, `G_f` does not — trace-only; notebook 14 also measures the paper's counterfactual "
-                     "definition against a run without verification).\n")
-        lines.append("| set | wrong | " + " | ".join(ERROR_STAGES) + " |")
-        lines.append("|---|---|" + "---|" * len(ERROR_STAGES))
-        for s, recs in factoid.items():
-            causes = [c for c in (attribute_error(r) for r in recs) if c]
-            lines.append(f"| {s} | {len(causes)} | " + " | ".join(
-                f"{causes.count(c)} ({causes.count(c) / max(1, len(causes)):.0%})" for c in ERROR_STAGES) + " |")
-        lines.append("\n## Pruning re-scored offline (no LLM call): gold answer kept in `G_g`\n")
-        lines.append("The paper's setting is k = subjects of `G_p`, threshold 0.7 (mean cosine of a subject's retrieved triples).\n")
-        sweep = {s: pruning_sweep(recs) for s, recs in factoid.items()}
-        lines.append("| k | threshold | " + " | ".join(f"{s}: gold in G_g | {s}: triples/q" for s in sweep) + " |")
-        lines.append("|---|---|" + "---|---|" * len(sweep))
-        first = next(iter(sweep.values()))
-        for i, row in enumerate(first):
-            lines.append(f"| {row['k']} | {row['threshold']} | " + " | ".join(
-                f"{rows_[i]['gold in G_g']:.3f} | {rows_[i]['ground triples/q']}" for rows_ in sweep.values()) + " |")
-    text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text, encoding="utf-8")
-    print(text)
+    if args.restore:
+        for name, what in bench.restore(table, Path(args.runs)).items():
+            print(name, what)
+        return 0
+    print(bench.write_report(table).read_text(encoding="utf-8"))
     return 0
 
 

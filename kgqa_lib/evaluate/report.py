@@ -77,26 +77,59 @@ def format_gain(gain: tuple[float, float, float, int]) -> str:
     return f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
 
+def _shard_groups(paths: list[Path]) -> list[tuple[str, list[Path], list[list[dict[str, Any]]]]]:
+    """(run name, files, their records) in the order of ``paths``: the files of a sharded run
+    (records with ``"shard": [i, n]``, the same config hash and n) form one group named after the
+    first file without its ``__shardIofN`` tag; every other file is a group of its own."""
+    import re
+
+    groups: dict[Any, tuple[str, list[Path], list[list[dict[str, Any]]]]] = {}
+    for k, p in enumerate(paths):
+        records = read_records(p, dedupe=False)
+        shard = next((r.get("shard") for r in records if isinstance(r.get("shard"), list)), None)
+        if shard and len(shard) == 2:
+            key: Any = ("shards", next((r.get("config_hash") for r in records), None), shard[1])
+            name = re.sub(r"[-_]*shard\d+of\d+", "", Path(p).stem.removesuffix(".jsonl")) or Path(p).stem
+        else:
+            key, name = ("file", k), Path(p).stem
+        groups.setdefault(key, (name, [], []))
+        groups[key][1].append(Path(p))
+        groups[key][2].append(records)
+    return list(groups.values())
+
+
 def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
-    """A pandas DataFrame with one row per run file. A file holding several records of one question
-    counts it once (the last record), with a :class:`DuplicateRecordsWarning`; the frame's
-    ``attrs["duplicates"]`` maps each such run to the number of records dropped."""
+    """A pandas DataFrame with one row per run. A run is a file, or the n shard files of a sharded
+    run (``kgqa run --shard i/n``; records with the same config hash and n), merged into one row
+    with a ``shards`` column (``3/4``: shards present of n). Several records of one question count
+    once (the last record), with a :class:`DuplicateRecordsWarning`; the frame's
+    ``attrs["duplicates"]`` maps each such run to the number of records dropped, and
+    ``attrs["shards"]`` each merged run to ``{"n", "files", "missing": [shard indices], "duplicates"}``."""
     import warnings
 
     import pandas as pd
 
-    rows, duplicates = [], {}
-    for p in paths:
-        records, dropped = dedupe_records(read_records(p, dedupe=False))
+    rows, duplicates, shards = [], {}, {}
+    for name, files, parts in _shard_groups([Path(p) for p in paths]):
+        records, dropped = dedupe_records([r for part in parts for r in part])
         if dropped:
-            duplicates[Path(p).stem] = dropped
-            warnings.warn(f"{p}: {dropped} duplicate record(s) of the same question dropped (the last one counts)",
+            duplicates[name] = dropped
+            where = files[0] if len(files) == 1 else f"{name} ({len(files)} shard files)"
+            warnings.warn(f"{where}: {dropped} duplicate record(s) of the same question dropped (the last one counts)",
                           DuplicateRecordsWarning, stacklevel=2)
         row = summarize(records, metrics)
+        sharded = any(isinstance(r.get("shard"), list) for r in records)
+        if sharded:
+            n = int(next(r["shard"][1] for r in records if isinstance(r.get("shard"), list)))
+            present = {int(r["shard"][0]) for r in records if isinstance(r.get("shard"), list)}
+            shards[name] = {"n": n, "files": len(files), "missing": sorted(set(range(n)) - present),
+                            "duplicates": dropped}
+            row["shards"] = f"{len(present & set(range(n)))}/{n}"
         if row.get("n"):
-            rows.append({"run": Path(p).stem, **row})
+            rows.append({"run": name, **row})
     df = pd.DataFrame(rows)
     df.attrs["duplicates"] = duplicates
+    df.attrs["shards"] = shards
     return df
 
 

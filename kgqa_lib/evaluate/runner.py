@@ -366,7 +366,7 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
 
 def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = None, *,
         config: dict[str, Any] | None = None, progress: bool = True, overwrite: bool = False,
-        workers: int = 1) -> RunRecords:
+        workers: int = 1, shard: tuple[int, int] | None = None) -> RunRecords:
     """Run ``method`` over ``dataset``, appending one record per finished question to ``out``.
 
     Re-running with the same ``out`` resumes: finished questions are skipped (records whose
@@ -375,7 +375,9 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
     file atomically once the first new question is finished. ``workers`` > 1 runs questions
     concurrently in threads (for remote LLMs/endpoints; the local model serialises its calls);
     records are appended as questions finish, and the result list is in dataset order either way.
-    ``workers`` is not part of the config: results do not depend on it.
+    ``workers`` is not part of the config: results do not depend on it. Nor is ``shard`` = (i, n)
+    (``dataset`` is then shard i of n, :meth:`~kgqa_lib.datasets.Dataset.shard`): each record gets
+    ``"shard": [i, n]``, which :func:`~kgqa_lib.evaluate.report.report` uses to merge the n files.
 
     Raises :class:`RunLocked` when another process writes ``out``, and :class:`RunIncomplete`
     (after writing every answer it could) when the infrastructure left questions unanswered."""
@@ -394,13 +396,13 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = _RunLock(out).acquire()
     try:
-        return _run_locked(method, dataset, ctx, out, config, chash, progress, overwrite, workers)
+        return _run_locked(method, dataset, ctx, out, config, chash, progress, overwrite, workers, shard)
     finally:
         lock.release()
 
 
 def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: dict[str, Any], chash: str,
-                progress: bool, overwrite: bool, workers: int) -> RunRecords:
+                progress: bool, overwrite: bool, workers: int, shard: tuple[int, int] | None = None) -> RunRecords:
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         tmp.unlink()  # a crashed writer's leftover (we hold the lock)
@@ -457,6 +459,8 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
             **acct, "method": method, "model_id": ctx.llm.model_id,
             "config_hash": chash, "config": config,
         }
+        if shard:
+            record["shard"] = [int(shard[0]), int(shard[1])]
         write(record)
         done[q.qid] = record
         if bar:

@@ -1,4 +1,4 @@
-"""Methods: one module per paper (``baselines``, ``pgakv``, ``fusic``, ``keqing``).
+"""Methods: one module per paper (``baselines``, ``pgakv``, ``fusic``, ``keqing``, ``tog``, ``kbbinder``).
 
 Each method is a pipeline of named stages; :func:`get_method` resolves a name such as ``io``."""
 
@@ -10,6 +10,8 @@ from . import baselines  # noqa: F401  (registers io, cot)
 from . import pgakv  # noqa: F401  (registers pgakv, sc, qsm)
 from . import fusic  # noqa: F401  (registers fusic)
 from . import keqing  # noqa: F401  (registers keqing)
+from . import kbbinder  # noqa: F401  (registers kbbinder)
+from . import tog  # noqa: F401  (registers tog)
 
 __all__ = ["Context", "MethodResult", "Settings", "SettingsError", "Stage", "coerce_settings", "get_method",
            "method_names", "method_settings", "register_method", "setting"]

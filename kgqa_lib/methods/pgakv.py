@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..datasets import Question
 from ..parse import extract_braced_answers
@@ -42,6 +42,10 @@ class KGAnswerSettings(Settings):
     top_k: int = setting(10, "KG triples retrieved per pseudo-triple (QSM: for the question)")
     max_candidates: int = setting(3000, "KG triples around the linked entities considered at most")
     answer_max_tokens: int | None = setting(None, "tokens of the answer (None: 64, 160 for open questions)")
+    use_topic_entities: bool = setting(True, "link the dataset's annotated topic entities (PG&AKV: besides the "
+                                             "pseudo-graph's nodes); false with link_question=true: G_base without annotations")
+    link_question: bool = setting(False, "also link entity names found in the question text (the longest word spans "
+                                         "matching a KG label or alias exactly or normalised; every entity of the label)")
 
 
 @dataclass(frozen=True)
@@ -51,11 +55,14 @@ class QSMSettings(KGAnswerSettings):
 
 @dataclass(frozen=True)
 class PGAKVSettings(KGAnswerSettings):
-    verify: bool = setting(True, "let the LLM verify the pseudo-graph against the ground graph (false: the "
-                                 "pseudo-graph-only ablation, answering from G_g ∪ G_p)")
+    verify: bool = setting(True, "let the LLM verify the pseudo-graph against the ground graph (false: answer from "
+                                 "G_g ∪ G_p unverified; the paper's 'Pseudo-Graph' row is kg_context=none)")
     threshold: float = setting(0.7, "pruning: drop subjects whose retrieved triples' mean cosine is under this")
-    k_subjects: int | None = setting(None, "pruning: subjects kept (None: the number of subjects in G_p)")
-    use_topic_entities: bool = setting(True, "link the dataset's topic entities too, besides the pseudo-graph's nodes")
+    k_subjects: int | None = setting(None, "pruning: subjects kept (None: the number of subjects in G_p, plus k_extra)")
+    k_extra: int = setting(0, "pruning: subjects kept beyond the number of subjects in G_p (when k_subjects is None)")
+    kg_context: Literal["ground", "none"] = setting(
+        "ground", "none: the paper's Table 4 'Pseudo-Graph' row: the answer sees the pseudo-graph G_p only, no KG "
+                  "(no retrieval, pruning or verification; verify=false instead answers from G_g and G_p)")
     ground_limit: int = setting(30, "ground-graph triples shown to the verifier (or kept without verification)")
     pseudo_max_tokens: int = setting(320, "tokens of the pseudo-graph generation")
     verify_max_tokens: int = setting(320, "tokens of the verification")
@@ -456,6 +463,28 @@ def link_entities(names: list[str], kg) -> list[str]:
     return out
 
 
+def question_entities(question: str, kg) -> list[str]:
+    """KG entities named in the question text, without the dataset's annotations: the longest word
+    spans that match a label or alias exactly or normalised (one-word spans capitalised; the span
+    linker of :func:`kgqa_lib.methods.fusic.link_entities`), every entity sharing the label — as
+    the pruning's top-k step is what picks among namesakes. Nodes without a fact (a relation's own
+    node, labelled "capital") are left out."""
+    from .fusic import link_entities as link_spans
+
+    link = link_spans(Question("", question, []), kg, None)
+    return list(dict.fromkeys(c["iri"] for m in link.mentions for c in m.candidates if c["degree"] > 0))
+
+
+def base_seeds(question: Question, names: list[str], kg, s: KGAnswerSettings) -> list[str]:
+    """The entities ``G_base`` is built around: the annotated topic entities (``use_topic_entities``)
+    and ``names`` (the pseudo-graph's nodes) linked by label, then, with ``link_question``, the
+    entities the question text names (:func:`question_entities`)."""
+    seeds = link_entities((list(question.topic_entities) if s.use_topic_entities else []) + list(names), kg)
+    if s.link_question:
+        seeds += [e for e in question_entities(question.question, kg) if e not in seeds]
+    return seeds
+
+
 @dataclass
 class Retrieval:
     seeds: list[str]  # linked entity labels
@@ -493,8 +522,7 @@ def semantic_query(question: Question, pg: PseudoGraph, ctx: Context, top_k: int
 
     kg, embedder = ctx.kg, ctx.embedder
     s = PGAKVSettings.of(ctx)
-    names = list(question.topic_entities) if s.use_topic_entities else []
-    seeds = link_entities(names + pg.nodes, kg)
+    seeds = base_seeds(question, pg.nodes, kg, s)
     cands = subgraph(kg, seeds, s.max_candidates)
     if not cands or not pg.triples:
         return Retrieval([kg.label(s) for s in seeds], len(cands), [])
@@ -525,12 +553,13 @@ class GroundGraph:
                 "threshold": self.threshold}
 
 
-def prune(retrieval: Retrieval, pg: PseudoGraph, k: int | None = None, threshold: float = 0.7) -> GroundGraph:
+def prune(retrieval: Retrieval, pg: PseudoGraph, k: int | None = None, threshold: float = 0.7,
+          extra_k: int = 0) -> GroundGraph:
     """Step 1: keep the ``k`` subjects with the most retrieved triples (``k`` = number of distinct
-    subjects in ``G_p``). Step 2: drop subjects whose mean cosine is under ``threshold``. The ground
+    subjects in ``G_p``, plus ``extra_k``). Step 2: drop subjects whose mean cosine is under ``threshold``. The ground
     graph lists the kept subjects' triples, best subject first."""
     if k is None:
-        k = max(1, len({s for s, _, _ in pg.triples}))
+        k = max(1, len({s for s, _, _ in pg.triples})) + extra_k
     by_subject: dict[str, list[dict]] = defaultdict(list)
     for h in retrieval.hits:
         by_subject[h["subject"]].append(h)
@@ -645,19 +674,24 @@ def _require_kg(ctx: Context, method: str) -> None:
 def pgakv(q: Question, ctx: Context) -> MethodResult:
     """The full method. Settings: ``verify`` (default True; False = the pseudo-graph-only ablation,
     answering from ``G_g`` ∪ ``G_p``), ``top_k`` (10), ``threshold`` (0.7), ``k_subjects`` (None:
-    the number of subjects in ``G_p``), ``use_topic_entities`` (True)."""
-    _require_kg(ctx, "pgakv")
+    the number of subjects in ``G_p``), ``use_topic_entities`` (True), ``link_question`` (False),
+    ``kg_context`` (``ground``; ``none``: the paper's Table 4 "Pseudo-Graph" row, answering from ``G_p``
+    alone — no KG is needed)."""
     s = PGAKVSettings.of(ctx)
+    if s.kg_context != "none":
+        _require_kg(ctx, "pgakv")
     tr = Tracer()
     gen = tr.record("generate_pseudo_graph", generate_pseudo_graph, q.question, ctx)
     pg = tr.record("cypher_to_triples", parse_pseudo_graph, gen)
-    ret = tr.record("semantic_query", semantic_query, q, pg, ctx, s.top_k)
-    ground = tr.record("prune", prune, ret, pg, s.k_subjects, s.threshold)
-    if s.verify:
-        ver = tr.record("verify", verify, q.question, pg, ground, ctx)
-        final = ver.triples
+    if s.kg_context == "none":  # the paper's Table 4 "Pseudo-Graph": the model's own graph, no KG
+        final = list(pg.triples)
     else:
-        final = list(ground.triples[:s.ground_limit]) + [t for t in pg.triples if t not in ground.triples]
+        ret = tr.record("semantic_query", semantic_query, q, pg, ctx, s.top_k)
+        ground = tr.record("prune", prune, ret, pg, s.k_subjects, s.threshold, s.k_extra)
+        if s.verify:
+            final = tr.record("verify", verify, q.question, pg, ground, ctx).triples
+        else:
+            final = list(ground.triples[:s.ground_limit]) + [t for t in pg.triples if t not in ground.triples]
     gen_a = tr.record("answer", answer_from_triples, q, final, ctx)
     res = _final(q, gen_a, tr)
     if res.error is None and pg.error:
@@ -718,7 +752,7 @@ def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retriev
     from ..embed import EmbeddingIndex
 
     kg = ctx.kg
-    seeds = link_entities(list(question.topic_entities), kg)
+    seeds = base_seeds(question, [], kg, QSMSettings.of(ctx))
     cands = subgraph(kg, seeds, QSMSettings.of(ctx).max_candidates)
     if not cands:
         return Retrieval([kg.label(s) for s in seeds], 0, [])

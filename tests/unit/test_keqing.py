@@ -324,3 +324,26 @@ def test_chains_over_relations_the_kg_lacks_are_left_out():
     seed = K.link_seed("Jaws", kg)
     groups = K.retrieve_candidates(kg, "miniworld", seed, [("has_tags",), ("directed_by",)], set(seed))
     assert groups[0].tails == [] and [K._label(kg, v) for v in groups[1].tails] == ["Steven Spielberg"]
+
+
+# ---- gold-based diagnostics, computed after the method (kgqa_lib.evaluate.diagnostics) ----------
+def test_decomposition_diagnostic_counts_the_seed(tmp_path, tmp_cache):
+    """A right chain from a wrong seed is not a correct decomposition (issue 21 §5)."""
+    from kgqa_lib.evaluate.diagnostics import keqing_decomposition
+    from kgqa_lib.evaluate.runner import _jsonable
+    from kgqa_lib.kg import load_named
+
+    kg = load_named("miniworld")
+    bank = K.bank_for("miniworld")
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    gold = K.gold_decomposition(q, bank)
+    res = _run(q, Scripted({q.question: K.format_decomposition(gold)}), tmp_path, respond=False)
+    d = keqing_decomposition(q, _jsonable(res.trace), kg)
+    assert d["chain_correct"] and d["seed_correct"] and d["correct"]
+    assert keqing_decomposition(q, _jsonable(res.trace))["correct"]  # by name, without the KG
+
+    other = next(t for t in ("Paris", "Berlin", "Canada") if kg.lookup(t, fuzzy=False, limit=1) and t not in q.topic_entities)
+    wrong = [K.SubQuestion(s.id, s.question, s.dep, [other] if i == 0 else s.seed_entities) for i, s in enumerate(gold)]
+    res = _run(q, Scripted({q.question: K.format_decomposition(wrong)}), tmp_path / "w", respond=False)
+    d = keqing_decomposition(q, _jsonable(res.trace), kg)
+    assert d["chain_correct"] and not d["seed_correct"] and not d["correct"]

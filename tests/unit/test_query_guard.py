@@ -354,3 +354,23 @@ def test_on_disk_store_is_queried_read_only(tmp_path):
 
 def test_scripts_exist():
     assert (repo_root() / "scripts" / "bench_hostile_queries.py").exists()
+
+
+def test_idle_query_workers_are_bounded_across_kgs():
+    """A run over many per-question slice KGs keeps at most MAX_IDLE_TOTAL idle worker processes
+    (before: two per KG, ~1000 processes and 'filedescriptor out of range in select()' after ~500 slices)."""
+    from kgqa_lib import query_worker as qw
+
+    pools = [qw.WorkerPool(lambda: qw.StoreSource(nquads=b"")) for _ in range(qw.MAX_IDLE_TOTAL + 4)]
+    try:
+        for p in pools:
+            out = p.run("ASK { ?s ?p ?o }", GRAPH_IRI, 10, 10.0, 0)
+            assert "error" not in out
+        idle = [w for p in pools for w in p._idle]
+        assert len(idle) == len(qw._IDLE_ORDER) <= qw.MAX_IDLE_TOTAL
+        assert all(w.alive() for w in idle)
+        assert not any(w for p in pools[:4] for w in p._idle)  # the oldest were ended
+    finally:
+        for p in pools:
+            p.close()
+    assert not qw._IDLE_ORDER

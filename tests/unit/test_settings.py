@@ -91,7 +91,7 @@ def test_committed_benchmark_settings_coerce_to_themselves():
 
 
 def test_the_benchmark_commands_set_what_the_records_hold():
-    """scripts/bench_pgakv.py runs `--set threshold=0.5 --set verify=False`; the records hold 0.5 and false."""
+    """The pgakv_t2 bench table runs `--set threshold=0.5 --set verify=False`; the records hold 0.5 and false."""
     from kgqa_lib.cli import build_parser
 
     args = build_parser().parse_args(["run", "--method", "pgakv", "--dataset", "miniworld:simple",

@@ -1,0 +1,155 @@
+"""Stage 2 — candidate KB elements around the linked entities: relation paths (≤ 2 hops, CVT /
+statement nodes walked through), the relations on them and the classes they reach."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .linking import Linking
+from .schema import SchemaProfile, _type_iri
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Candidate KB elements: paths, relations, types
+# ---------------------------------------------------------------------------------------------
+Hop = tuple[str, bool]  # (relation IRI, inverse?)
+
+
+@dataclass
+class Candidate:
+    aspect: str  # "path" | "relation" | "type"
+    text: str  # what the retrievers and the LLM read
+    query: str  # SPARQL pattern (path) or the prefixed id (relation / type)
+    key: Any  # identity for gold matching: (topic, hops) | relation IRI | class IRI
+    examples: list[str] = field(default_factory=list)  # labels the path reaches (shown only with show_path_values)
+
+    def program(self) -> str:
+        """A path as the SPARQL program that walks it (paper sec. 3: "we use SPARQL to represent the
+        retrieved KB data paths as well"; appendix A.1.3 shows them as ``SELECT DISTINCT ?x WHERE {…}``)."""
+        return f"SELECT DISTINCT ?x WHERE {{ {self.query} }}" if self.aspect == "path" else self.query
+
+    def display(self, values: bool = False) -> str:
+        """A path as the LLM reads it: its SPARQL program and, as a comment, the relations' labels
+        (the Wikidata-like schema's ids are opaque; the paper's Freebase ids name themselves).
+        ``values`` (the setting ``show_path_values``): the bare pattern and up to two entities it
+        reaches instead, as before — a one-hop answer is then visible in the context."""
+        if not values:
+            return f"{self.program()}   # {self.text}"
+        ex = f"  [e.g. {', '.join(self.examples[:2])}]" if self.examples else ""
+        return f"{self.query}   # {self.text}{ex}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"aspect": self.aspect, "text": self.text, "query": self.query, "examples": self.examples[:3]}
+
+
+@dataclass
+class Candidates:
+    paths: list[Candidate]
+    relations: list[Candidate]
+    types: list[Candidate]
+    nodes_visited: int = 0
+
+    def aspect(self, name: str) -> list[Candidate]:
+        return {"path": self.paths, "relation": self.relations, "type": self.types}[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"paths": len(self.paths), "relations": len(self.relations), "types": len(self.types),
+                "nodes_visited": self.nodes_visited}
+
+
+ASPECTS = ("path", "relation", "type")
+
+
+def _is_cvt(kg, iri: str) -> bool:
+    """Unlabelled intermediate nodes: Freebase CVTs and Wikidata statement nodes."""
+    return not kg.labels(iri)
+
+
+def _steps(kg, node: str, type_iri: str | None, limit: int) -> list[tuple[Hop, str, bool]]:
+    """(hop, neighbour, neighbour is a literal) from ``node``, both directions."""
+    out = []
+    for t in kg.triples_around(node, "both", limit=limit):
+        if t.r.iri == type_iri:
+            continue
+        if t.s.iri == node:
+            out.append(((t.r.iri, False), t.o.iri, t.o.literal))
+        else:
+            out.append(((t.r.iri, True), t.s.iri, False))
+    return out
+
+
+def _walk(kg, seed: str, type_iri: str | None, max_hops: int = 2, fanout: int = 300) -> dict[tuple[Hop, ...], list[str]]:
+    """Relation paths from ``seed`` → the nodes they reach (seed excluded). A step into an
+    unlabelled node continues through it without counting as a hop (CVTs, statements)."""
+    paths: dict[tuple[Hop, ...], list[str]] = {}
+    frontier = [((), seed, 0)]
+    visited_pairs = 0
+    while frontier:
+        path, node, hops = frontier.pop(0)
+        for hop, nb, literal in _steps(kg, node, type_iri, fanout):
+            visited_pairs += 1
+            if nb == seed or nb == node:
+                continue  # back to the start (siblings via the same relation are kept: "other films by …")
+            new = path + (hop,)
+            if len(new) > 4:
+                continue
+            if not literal and _is_cvt(kg, nb):
+                if hops < max_hops:
+                    frontier.append((new, nb, hops))  # walk through, no hop counted
+                continue
+            reached = paths.setdefault(new, [])
+            if len(reached) < 50:
+                reached.append(nb)
+            if hops + 1 < max_hops and not literal and len(paths) < 2000:
+                frontier.append((new, nb, hops + 1))
+    return paths
+
+
+def path_pattern(seed_q: str, hops: Sequence[Hop], profile: SchemaProfile, target: str = "?x") -> str:
+    """``wd:Q1 wdt:P19 ?v0 . ?v0 wdt:P17 ?x .`` for a (relation, inverse) sequence."""
+    parts, cur = [], seed_q
+    for i, (rel, inv) in enumerate(hops):
+        nxt = target if i == len(hops) - 1 else f"?v{i}"
+        r = profile.compact(rel)
+        parts.append(f"{nxt} {r} {cur} ." if inv else f"{cur} {r} {nxt} .")
+        cur = nxt
+    return " ".join(parts)
+
+
+def _rel_text(kg, rel: str, inverse: bool) -> str:
+    name = kg.label(rel)
+    return f"← {name}" if inverse else f"→ {name}"
+
+
+def enumerate_candidates(kg, linking: Linking, profile: SchemaProfile, *, max_hops: int = 2,
+                         max_paths: int = 400) -> Candidates:
+    """Every relation path (≤ 2 hops) from each linked entity, the relations on them, and the
+    classes of the entities they reach."""
+    type_iri = _type_iri(profile)
+    paths: list[Candidate] = []
+    rel_count: Counter = Counter()
+    type_count: Counter = Counter()
+    nodes = 0
+    for m in linking.mentions:
+        walked = _walk(kg, m.iri, type_iri, max_hops)
+        ranked = sorted(walked.items(), key=lambda kv: (len(kv[0]), -len(kv[1]), str(kv[0])))
+        for hops, reached in ranked[:max_paths]:
+            nodes += len(reached)
+            text = f"{m.label} " + " ".join(_rel_text(kg, r, inv) for r, inv in hops)
+            examples = [kg.label(x) for x in reached[:3]]
+            paths.append(Candidate("path", text, path_pattern(profile.compact(m.iri), hops, profile),
+                                   (m.iri, tuple(hops)), examples))
+            for r, _ in hops:
+                rel_count[r] += 1
+            if type_iri:
+                for x in reached[:5]:
+                    if "://" in x:
+                        for t in kg.objects(x, type_iri):
+                            type_count[t] += 1
+    relations = [Candidate("relation", kg.label(r), profile.compact(r), r) for r, _ in
+                 sorted(rel_count.items(), key=lambda kv: (-kv[1], kv[0]))]
+    types = [Candidate("type", kg.label(t), profile.compact(t), t) for t, _ in
+             sorted(type_count.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return Candidates(paths, relations, types, nodes)

@@ -1,0 +1,49 @@
+"""Retrieval recall per retriever and aspect, before and after re-ranking (the paper's Table 7)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ...datasets import Question
+from ..base import Context
+from .candidates import enumerate_candidates
+from .generation import context_sizes, rerank_sizes
+from .linking import link_entities
+from .reranking import rerank
+from .retrieval import answer_types, retrieve
+from .tasks import Task
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval recall (the paper's Table 7)
+# ---------------------------------------------------------------------------------------------
+def retrieval_recall(q: Question, task: Task, retrievers: Sequence[Any], ctx: Context, K: int = 10,
+                     rerank_with_llm: bool = True) -> list[dict[str, Any]]:
+    """For each retriever and aspect of one question: are *all* its gold KB elements among the
+    candidates, the retriever's top K, the LLM's re-ranked top k, and the (shorter) final context?
+    Aspects without a gold element (no class for a literal answer, no path for a comparison) are
+    left out."""
+    dom = task.target
+    gold = dom.gold(q)
+    if gold is None:
+        return []
+    kg = dom.kg_for(q)
+    gold.types = gold.types or answer_types(dom, gold, kg)
+    wanted = {"path": {gold.path_key()} - {None}, "relation": gold.relations, "type": set(gold.types)}
+    linking = link_entities(q, kg, ctx.embedder)
+    cands = enumerate_candidates(kg, linking, dom.profile)
+    from .settings import FuSICSettings
+
+    preset = FuSICSettings.of(ctx).context_size
+    sizes, keep = context_sizes(len(retrievers), preset), rerank_sizes(preset)
+    rows = []
+    for r in retrieve(q.question, cands, retrievers, K):
+        want = wanted[r.aspect]
+        if not want:
+            continue
+        have = lambda items: want <= {c.key for c in items}  # noqa: E731
+        ranked = rerank(q.question, r, ctx, keep[r.aspect]).items if rerank_with_llm else [c for c, _ in r.items]
+        rows.append({"qid": q.qid, "retriever": r.retriever, "aspect": r.aspect,
+                     "in candidates": have(cands.aspect(r.aspect)), "in top K": have([c for c, _ in r.items]),
+                     "after re-ranking": have(ranked[:keep[r.aspect]]), "in context": have(ranked[:sizes[r.aspect]])})
+    return rows

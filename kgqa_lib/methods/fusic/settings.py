@@ -1,0 +1,53 @@
+"""The method's typed settings (``kgqa run --method fusic --help-settings``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..base import Context, Settings, setting
+
+
+
+@dataclass(frozen=True)
+class FuSICSettings(Settings):
+    """``kgqa run --method fusic --help-settings``."""
+
+    task: str = setting("geo-wd>cinema-fb", "the transfer task, source>target (its KGs and questions)")
+    shots: int = setting(5, "few-shot examples of the target available to the retrievers (0 = zero-shot)")
+    retrievers: str = setting("bm25,dense", "comma-separated supervised retrievers: bm25, dense, minilm; 'none' (or "
+                                            "'') = the paper's naive LLM FS-ICL baseline: no KB retrieval, question "
+                                            "-> SPARQL with the exemplars (sec. 4.2.1)")
+    rerank: bool = setting(True, "re-rank the retrieved candidates with the LLM")
+    egf_rounds: int = setting(4, "execution-guided feedback rounds after the first query")
+    language: Literal["sparql", "sexpr"] = setting("sparql", "what the LLM writes: SPARQL or s-expressions")
+    oracle_linking: bool = setting(False, "link the gold topic entities instead of the question's mentions")
+    K: int = setting(10, "candidates each retriever returns per aspect before re-ranking")
+    exemplars: int = setting(5, "exemplars shown in the prompt (the paper's 5, appendix A.1.3; 3 before issue 20)")
+    max_answers: int = setting(100, "answers kept from a query's result")
+    # paper-faithful defaults (issue 20); each deviation is one of these settings
+    show_path_values: bool = setting(False, "show each retrieved path with (up to two of) the entities it reaches, "
+                                            "not as a bare SPARQL program (before issue 20; a one-hop answer is then "
+                                            "in the context)")
+    context_size: Literal["paper", "compact"] = setting(
+        "paper", "k per aspect: paper = appendix A.1.3 (one retriever: 5 paths, 10 relations, 10 types; two: 3/5/5); "
+                 "compact = before issue 20 (5/4/2; two: 3/3/1)")
+    rerank_short_lists: bool = setting(True, "re-rank a list of k or fewer candidates too, as the paper's prompts do "
+                                             "(3 re-rank calls per retriever); false: keep the retriever's order, no call")
+    dense_training: Literal["finetune", "head"] = setting(
+        "finetune", "how the dense retriever is trained on the source (and target shots): finetune = the whole MiniLM "
+                    "(minutes); head = a linear map over frozen MiniLM embeddings (issue 20 §5, not yet the default)")
+    naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
+                                          "(the no-retrieval configuration before issue 20)")
+
+    @property
+    def naive(self) -> bool:
+        """No retriever: the naive LLM FS-ICL baseline."""
+        return self.retrievers.strip().lower() in ("", "none")
+
+
+def settings_of(ctx: Context) -> dict[str, Any]:
+    """The method's settings, defaults filled in (a dict, as the stages take them)."""
+    from dataclasses import asdict
+
+    return asdict(FuSICSettings.of(ctx))

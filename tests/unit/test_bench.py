@@ -1,0 +1,186 @@
+"""`kgqa bench`: every committed benchmark report is what its committed records give, byte for byte,
+without the external data; the tables' commands are what made their records; completeness counts
+questions, not config hashes; `run` saves the stripped records and the report batch by batch."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+
+import pytest
+
+from kgqa_lib import bench
+from kgqa_lib.bench import core
+from kgqa_lib.bench import keqing as bench_keqing
+from kgqa_lib.paths import repo_root
+
+
+@pytest.fixture(autouse=True)
+def _repo_results(monkeypatch):
+    monkeypatch.delenv("KGQA_RESULTS_DIR", raising=False)  # the committed results/
+
+
+def test_every_committed_report_regenerates_byte_identically_without_the_data(monkeypatch):
+    monkeypatch.delenv("KGQA_DATA_DIR", raising=False)
+
+    def no_kb(*_):
+        raise AssertionError("a report needed the MetaQA KB: its stored ceiling does not match its records")
+
+    monkeypatch.setattr(bench_keqing, "compute_ceiling", no_kb)
+    checked = []
+    for t in bench.tables():
+        if not t.output_path.exists() and not any(t.saved(c).exists() for c in t.cells):
+            continue  # a declared table nothing was run for yet
+        assert bench.check(t) is None, bench.check(t)
+        checked.append(t.name)
+    assert {"pgakv_t2", "keqing_metaqa"} <= set(checked)
+
+
+def test_the_stored_ceiling_is_what_the_kb_gives(data_dir_or_skip, tmp_cache):
+    if not (data_dir_or_skip / "metaqa").is_dir():
+        pytest.skip("MetaQA not under KGQA_DATA_DIR")
+    assert bench_keqing.check_ceiling() == []
+
+
+def test_saved_records_belong_to_declared_cells():
+    """Every saved record file is a cell of its table (a stray file would be neither reported nor run)."""
+    folders = {}
+    for t in bench.tables():
+        folders.setdefault(t.records_dir, set()).update(f"{c.name}.jsonl.gz" for c in t.cells)
+        folders[t.records_dir].update(t.extra_files)
+        assert len({c.name for c in t.cells}) == len(t.cells), t.name
+    for folder in (repo_root() / "results" / "bench" / "runs").iterdir():
+        assert folder in folders, f"{folder.name}: no benchmark table keeps its records there"
+        stray = {p.name for p in folder.iterdir()} - folders[folder]
+        assert not stray, f"{folder.name}: {sorted(stray)} belong to no cell"
+
+
+def test_the_recorded_commands_made_the_records():
+    """Each cell's `--set` arguments, parsed as `kgqa run` parses them, are the settings its records hold
+    (tables whose records an older commit made say so in their provenance, and are not compared)."""
+    from kgqa_lib.cli import build_parser
+    from kgqa_lib.methods import coerce_settings
+
+    compared = 0
+    for t in bench.tables():
+        if t.provenance:
+            continue
+        for c in t.cells:
+            recs = core.Records(t)(c.name)
+            if not recs:
+                continue
+            args = build_parser().parse_args(["run", *c.argv("x.jsonl")])
+            assert (args.method, args.dataset) == (c.method, c.dataset)
+            want = json.loads(json.dumps(coerce_settings(dict(args.set), c.method)))
+            for r in recs:
+                got = {k: v for k, v in r["config"]["settings"].items() if k != "kg"}
+                assert got == want, (t.name, c.name)
+                assert r["config"]["dataset"] == c.dataset and r["method"] == c.method
+            compared += 1
+    assert compared >= 21
+
+
+def test_planned_sizes_of_our_own_sets():
+    from kgqa_lib.datasets import load_dataset
+
+    for c in bench.get_table("pgakv_t2").cells:
+        assert c.planned == len(load_dataset(c.dataset)), c.name
+
+
+def test_completeness_counts_questions_not_config_hashes():
+    """keqing_metaqa's records were made at an older commit (another config hash than today's
+    command would give): they are complete, and there is nothing to run."""
+    t = bench.get_table("keqing_metaqa")
+    assert t.provenance
+    assert all(core.cell_status(t, c)["complete"] for c in t.cells)
+    assert bench.estimate(t) == []
+
+
+def _fake_table(tmp_path, monkeypatch, planned=5):
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    table = core.Table(name="fake_t", title="fake", cells=(core.Cell("fake_a", "io", "tiny:films", planned, ("--llm-mode", "replay")),),
+                       report=lambda rs: f"n={len(rs('fake_a'))}\n", output="fake.md",
+                       strip=lambda r: {k: r[k] for k in ("qid", "llm", "seconds", "metrics")})
+    return table
+
+
+def _rec(i):
+    return {"qid": f"q{i}", "question": "secret text", "llm": {"calls": 2}, "seconds": 3.0, "metrics": {"hits@1": 1.0}}
+
+
+def test_estimate_uses_the_records_own_costs(tmp_path, monkeypatch):
+    t = _fake_table(tmp_path, monkeypatch)
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "fake_a.jsonl").write_text("".join(json.dumps(_rec(i)) + "\n" for i in range(2)))
+    assert bench.save(t, runs) == {"fake_a.jsonl": 2}
+    (runs / "fake_a.jsonl").unlink()
+    [row] = bench.estimate(t)
+    assert row["missing"] == 3 and row["llm_calls"] == 6 and row["hours"] == pytest.approx(9 / 3600)
+    assert "3 questions missing, ≈ 6 LLM calls" in bench.format_estimate([row])
+    saved = [json.loads(x) for x in gzip.decompress(t.saved(t.cells[0]).read_bytes()).decode().splitlines()]
+    assert all("question" not in r for r in saved)  # stripped
+
+
+def test_run_resumes_and_saves_every_batch(tmp_path, monkeypatch):
+    t = _fake_table(tmp_path, monkeypatch)
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "fake_a.jsonl").write_text(json.dumps(_rec(0)) + "\n")
+    bench.save(t, runs)
+    (runs / "fake_a.jsonl").unlink()  # a fresh machine: only the saved records
+    seen = []
+
+    class FakeRun:  # `kgqa run` appending the missing questions, two per poll
+        def __init__(self, argv):
+            self.out = argv[argv.index("--out") + 1]
+            assert argv[argv.index("--dataset") + 1] == "tiny:films" and "--llm-mode" in argv
+            seen.append(sum(1 for _ in open(self.out)))  # restored before the run started
+            self.next = seen[0]
+
+        def wait(self, timeout=None):
+            if self.next >= 5:
+                return 0
+            with open(self.out, "a") as fh:
+                for i in range(self.next, min(5, self.next + 2)):
+                    fh.write(json.dumps(_rec(i)) + "\n")
+            self.next += 2
+            raise subprocess.TimeoutExpired("kgqa", timeout)
+
+    monkeypatch.setattr(core.subprocess, "Popen", FakeRun)
+    saves = []
+    real_save = core.save
+    monkeypatch.setattr(core, "save", lambda *a, **k: saves.append(1) or real_save(*a, **k))
+    assert bench.run(t, runs, batch=2, poll=0, echo=lambda _: None) == 0
+    assert seen == [1] and len(saves) >= 2
+    assert t.output_path.read_text() == "n=5\n" and bench.check(t) is None
+    assert bench.estimate(t) == []
+
+
+def test_cli_bench_list_report_check_and_run_estimate(capsys):
+    from kgqa_lib.cli import main
+
+    assert main(["bench", "list", "pgakv_t2"]) == 0
+    out = capsys.readouterr().out
+    assert "21/21 cells complete" in out and "t2_simple.io" in out
+    assert main(["bench", "report", "--check", "pgakv_t2", "keqing_metaqa"]) == 0
+    assert main(["bench", "run", "pgakv_t2"]) == 0
+    assert "nothing to run" in capsys.readouterr().out
+    assert main(["bench", "run", "no_such_table"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown benchmark table 'no_such_table'")
+
+
+def test_the_old_script_flags_still_work(tmp_path):
+    """The Keqing saver loop calls `python scripts/bench_keqing.py --save --prefix keqing_full`."""
+    import runpy
+    import sys
+
+    argv = sys.argv
+    sys.argv = ["bench_keqing.py", "--help"]
+    try:
+        with pytest.raises(SystemExit) as exc:
+            runpy.run_path(str(repo_root() / "scripts" / "bench_keqing.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert exc.value.code == 0

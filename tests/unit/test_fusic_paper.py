@@ -1,0 +1,190 @@
+"""FuSIC-KBQA's paper-faithful defaults (issue 20 §1), each deviation a named setting: retrieved
+paths shown as SPARQL programs (sec. 3), not with the entities they reach (``show_path_values``);
+context sizes of appendix A.1.3 per number of retrievers (``context_size``); 5 exemplars; LLM calls
+per question counted per stage the paper's way (Limitations: 3 re-rank calls per retriever + 1
+generation + 0–4 feedback calls); the naive LLM FS-ICL baseline of sec. 4.2.1 (``retrievers=none``).
+All with a scripted LLM backend."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kgqa_lib.methods import coerce_settings
+from kgqa_lib.methods import fusic as F
+
+TASK = "geo-wd>cinema-fb"
+
+
+class Scripted:
+    """Re-ranking prompts get "1, 2, 3"; generation prompts get the next query of ``queries``
+    (the last one repeated). Every request is kept."""
+
+    def __init__(self, *queries: str) -> None:
+        self.queries, self.requests = list(queries), []
+
+    def complete(self, request):
+        self.requests.append(request.messages)
+        last = request.messages[-1][1]
+        if "Reply with their numbers only" in last:
+            text = "1, 2, 3"
+        else:
+            q = self.queries.pop(0) if len(self.queries) > 1 else self.queries[0]
+            text = f"```sparql\n{q}\n```"
+        return {"text": text, "prompt_tokens": 10, "completion_tokens": 10, "finish_reason": "stop"}
+
+    def generation_requests(self):
+        return [m for m in self.requests if "Reply with their numbers only" not in m[-1][1]]
+
+    def rerank_requests(self):
+        return [m for m in self.requests if "Reply with their numbers only" in m[-1][1]]
+
+
+@pytest.fixture(scope="module")
+def one_hop():
+    task = F.get_task(TASK)
+    q = next(x for x in task.test if x.gold_query.get("path") == "directed_by")
+    g = task.target.gold(q)
+    return task, q, g.sparql(task.target.profile)
+
+
+def _run(tmp_path, settings, *queries):
+    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    backend = Scripted(*queries)
+    llm = LLM(backend, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
+    return backend, Context(llm=llm, settings={"task": TASK, **settings})
+
+
+def _stage(res, name):
+    return next(s.output for s in res.trace if s.name == name)
+
+
+# ---- settings ----------------------------------------------------------------------------------------
+def test_paper_defaults_and_named_deviations():
+    s = F.FuSICSettings()
+    assert (s.exemplars, s.show_path_values, s.context_size, s.rerank_short_lists) == (5, False, "paper", True)
+    # appendix A.1.3: one retriever 5 paths / 10 relations / 10 types; two retrievers 3 / 5 / 5
+    assert F.context_sizes(1) == {"path": 5, "relation": 10, "type": 10}
+    assert F.context_sizes(2) == {"path": 3, "relation": 5, "type": 5}
+    assert F.RERANK_K == F.rerank_sizes() == {"path": 5, "relation": 10, "type": 10}  # A.1.2: "five", "ten", "ten"
+    # the sizes before issue 20, kept as a setting
+    assert F.context_sizes(1, "compact") == {"path": 5, "relation": 4, "type": 2}
+    assert F.context_sizes(2, "compact") == {"path": 3, "relation": 3, "type": 1}
+    assert coerce_settings({"retrievers": "none", "show_path_values": "true", "context_size": "compact",
+                            "rerank_short_lists": "no", "naive_entities": "1"}, "fusic") == \
+        {"retrievers": "none", "show_path_values": True, "context_size": "compact", "rerank_short_lists": False,
+         "naive_entities": True}
+    assert F.FuSICSettings(retrievers="none").naive and F.FuSICSettings(retrievers="").naive
+    assert F.make_retrievers("none", TASK, 0) == []
+
+
+def test_a_path_is_shown_as_its_sparql_program():
+    c = F.Candidate("path", "Casablanca → director", "wd:Q1 wdt:P57 ?x .", ("q", ()), ["Michael Curtiz"])
+    assert c.display() == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P57 ?x . }   # Casablanca → director"
+    assert "Michael Curtiz" in c.display(values=True) and "SELECT" not in c.display(values=True)
+
+
+# ---- the generation prompt -----------------------------------------------------------------------------
+def _context_of(messages):
+    """The question's own part of the generation prompt (the last user turn)."""
+    return messages[-1][1]
+
+
+def test_prompt_shows_programs_not_values_unless_show_path_values(tmp_path, one_hop, tmp_cache):
+    task, q, good = one_hop
+    answer = q.answers[0]
+    backend, ctx = _run(tmp_path / "a", {"shots": 0, "retrievers": "bm25"}, good)
+    res = F.fusic(q, ctx)
+    assert res.error is None
+    prompt = _context_of(backend.generation_requests()[0])
+    paths = [ln.strip() for ln in prompt.splitlines() if ln.startswith("  ")]
+    assert paths and all(p.startswith("SELECT DISTINCT ?x WHERE {") for p in paths)
+    assert "[e.g." not in prompt and answer not in prompt  # the one-hop answer is not handed over
+    for m in backend.rerank_requests():  # re-ranking sees the programs too
+        assert "[e.g." not in m[-1][1]
+    exemplar_turns = [c for role, c in backend.generation_requests()[0] if role == "user"][:-1]
+    assert exemplar_turns and all("[e.g." not in c for c in exemplar_turns)
+
+    backend, ctx = _run(tmp_path / "b", {"shots": 0, "retrievers": "bm25", "show_path_values": True}, good)
+    F.fusic(q, ctx)
+    prompt = _context_of(backend.generation_requests()[0])
+    assert "[e.g." in prompt and answer in prompt  # the behaviour before issue 20
+
+
+@pytest.mark.parametrize("retrievers,sizes", [("bm25", {"Paths": 5, "Relations": 10, "Types": 10}),
+                                              ("bm25,minilm", {"Paths": 3, "Relations": 5, "Types": 5})])
+def test_context_sizes_and_calls_per_retriever_count(tmp_path, one_hop, tmp_cache, retrievers, sizes):
+    task, q, good = one_hop
+    backend, ctx = _run(tmp_path, {"shots": 5, "retrievers": retrievers, "K": 12}, good)
+    res = F.fusic(q, ctx)
+    n = len(retrievers.split(","))
+    gen = backend.generation_requests()[0]
+    prompt = _context_of(gen)
+    for title, k in sizes.items():
+        for i in range(1, n + 1):
+            head = f"{title} (retriever {i}):"
+            assert head in prompt
+            if title == "Paths":
+                block = prompt.split(head)[1].splitlines()[1:]
+                got = next((i for i, ln in enumerate(block) if not ln.startswith("  ")), len(block))
+                assert got == k  # enough candidate paths around a film to fill the context
+            else:
+                line = next(ln for ln in prompt.splitlines() if ln.startswith(head))
+                assert 1 <= len(line[len(head):].split("; ")) <= k
+    assert len([m for m in gen if m[0] == "assistant"]) == 5  # the paper's 5 exemplars
+    calls = _stage(res, "calls_by_stage")
+    reranks = [s.output for s in res.trace if s.name.startswith("rerank:")]
+    assert len(reranks) == 3 * n and all(r.called for r in reranks)  # 3 re-rank calls per retriever
+    assert calls["calls"] == {"rerank": 3 * n, "generation": 1, "feedback": 0, "total": 3 * n + 1}
+    assert calls["calls"]["total"] == len(backend.requests)
+    assert set(calls["rerank_calls_by_retriever"].values()) == {3}
+    assert set(calls["seconds"]) == {"retrieval", "rerank", "exemplars", "generation", "feedback"}
+
+
+def test_short_lists_are_not_sent_when_asked(tmp_path, one_hop, tmp_cache):
+    task, q, good = one_hop
+    backend, ctx = _run(tmp_path, {"shots": 0, "retrievers": "bm25", "rerank_short_lists": False}, good)
+    res = F.fusic(q, ctx)
+    reranks = [s.output for s in res.trace if s.name.startswith("rerank:")]
+    # K = 10 candidates: only the paths (k = 5) need choosing; relations and types (k = 10) keep BM25's order
+    assert [r.called for r in reranks] == [True, False, False]
+    assert _stage(res, "calls_by_stage")["calls"]["rerank"] == 1 == len(backend.rerank_requests())
+
+
+# ---- the naive LLM FS-ICL baseline ----------------------------------------------------------------------
+def test_naive_fsicl_is_one_generation_call_plus_feedback(tmp_path, one_hop, tmp_cache):
+    task, q, good = one_hop
+    prof = task.target.profile
+    g = task.target.gold(q)
+    bad = f"SELECT ?x WHERE {{ ?x {prof.compact(g.hops[0][0])} {prof.compact(g.topics[0])} . }}"  # backwards: empty
+    backend, ctx = _run(tmp_path, {"shots": 5, "retrievers": "none"}, bad, good)
+    res = F.fusic(q, ctx)
+    assert res.error is None and res.answers
+    assert len(backend.requests) == 2 and not backend.rerank_requests()
+    names = [s.name for s in res.trace]
+    assert not any(n.startswith(("rerank", "link_entities", "enumerate_candidates", "retrieve")) for n in names)
+    assert _stage(res, "calls_by_stage")["calls"] == {"rerank": 0, "generation": 1, "feedback": 1, "total": 2}
+    first = backend.generation_requests()[0]
+    assert len([m for m in first if m[0] == "assistant"]) == 5  # 5 question → SPARQL exemplars
+    text = "\n".join(c for _, c in first)
+    assert "Entities:" not in text and "Paths (" not in text  # no KB retrieval at all
+    assert _context_of(first).strip() == f"Question: {q.question}"
+    assert re.search(r"SELECT", [c for r, c in first if r == "assistant"][0])
+
+    # feedback rounds are capped by egf_rounds: 1 + 2 calls at most
+    backend, ctx = _run(tmp_path / "r", {"retrievers": "none", "egf_rounds": 2}, "INSERT DATA { ns:m.1 ns:x ns:m.2 }")
+    res = F.fusic(q, ctx)
+    assert len(backend.requests) == 3 and res.error == "query_rejected"
+    assert _stage(res, "calls_by_stage")["calls"] == {"rerank": 0, "generation": 1, "feedback": 2, "total": 3}
+
+
+def test_no_retrieval_with_entities_is_the_old_configuration(tmp_path, one_hop, tmp_cache):
+    task, q, good = one_hop
+    backend, ctx = _run(tmp_path, {"shots": 0, "retrievers": "", "naive_entities": True}, good)
+    res = F.fusic(q, ctx)
+    assert res.error is None and len(backend.requests) == 1
+    prompt = _context_of(backend.generation_requests()[0])
+    assert "Entities: " in prompt and "Paths (" not in prompt

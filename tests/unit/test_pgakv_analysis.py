@@ -1,0 +1,89 @@
+"""Issue 23's analysis of finished PG&AKV runs, on synthetic records: the pruning chosen on dev
+questions only, Table 2 restricted to the test questions, the paper's verification-error share and
+the QSM comparison."""
+
+import pytest
+
+from kgqa_lib.evaluate import pgakv_analysis as A
+from kgqa_lib.methods.pgakv import PseudoGraph, Retrieval, prune
+
+
+def _rec(qid, hit, kind="factoid", gold=("Georgian lari",), trace=None):
+    metrics = {"rouge_l": hit} if kind == "open" else {"hits@1": hit}
+    return {"qid": qid, "gold": list(gold), "kind": kind, "metrics": metrics, "error": None, "seconds": 1.0,
+            "llm": {"calls": 1, "prompt_tokens": 1, "completion_tokens": 1, "recorded_seconds": 1.0, "cache_hits": 0},
+            "trace": trace or []}
+
+
+def _loader(right: dict[tuple[str, str], set[str]]):
+    """Every question of every set in every run; right[(set, run)] holds the qids answered right."""
+    qids = {s: sorted(A.split_qids(s)[0] | A.split_qids(s)[1]) for s in A.SETS}
+    return lambda s, run: [_rec(q, float(q in right.get((s, run), set())), "open" if s == "open" else "factoid")
+                           for q in qids[s]]
+
+
+def test_pruning_is_chosen_on_dev_questions_only():
+    dev = {s: A.split_qids(s)[0] for s in A.FACTOID}
+    test = {s: A.split_qids(s)[1] for s in A.FACTOID}
+    # 0.5 wins on dev by one question; 0.7 wins every test question: the choice must not see the test
+    right = {(s, "pgakv"): set(test[s]) for s in A.FACTOID}
+    right |= {(s, "pgakv_thr05"): set() for s in A.FACTOID}
+    right[("simple", "pgakv_thr05")] = {sorted(dev["simple"])[0]}
+    choice = A.choose_pruning(_loader(right))
+    assert choice["choice"] == {"threshold": 0.5, "k": "#subjects(G_p)", "run": "pgakv_thr05"}
+    assert choice["dev"][0.5]["pooled"] == (1, 74) and choice["dev"][0.7]["pooled"] == (0, 74)
+    assert choice["dev_sizes"] == {"simple": 48, "multihop": 26}
+    # a tie keeps the paper's 0.7
+    right[("simple", "pgakv")] = {sorted(dev["simple"])[1]}
+    assert A.choose_pruning(_loader(right))["choice"]["threshold"] == 0.7
+
+
+def test_table2_reports_test_questions_only():
+    dev = {s: A.split_qids(s)[0] for s in A.SETS}
+    right = {(s, "io"): set(dev[s]) for s in A.SETS}  # IO right on every dev question, wrong on every test one
+    right |= {(s, run): set() for s in A.SETS for run in ("cot", "sc", "qsm", "pgakv")}
+    right |= {(s, "pgakv_thr05"): set() for s in A.FACTOID}
+    text = A.table2_test_report(_loader(right))
+    io_row = next(line for line in text.splitlines() if line.startswith("| IO |"))
+    assert "0.0 [0.0, 0.0] (n=113)" in io_row and "(n=62)" in io_row and "(n=50)" in io_row
+    assert "48 dev / 113 test" in text and "20.2 / 38.7" in text  # the split and the paper's Table 2 beside ours
+
+
+def test_verification_error_share_is_the_papers_counterfactual():
+    full = [_rec("a", 0.0), _rec("b", 0.0), _rec("c", 0.0), _rec("d", 1.0), _rec("e", 0.0)]
+    without = [_rec("a", 1.0), _rec("b", 0.0), _rec("c", 0.0), _rec("d", 0.0)]  # "e" was not run without
+    trace = lambda: [{"name": "cypher_to_triples", "output": {"triples": []}}]  # noqa: E731
+    for r in full:
+        r["trace"] = trace()
+    v = A.verification_error_share(full, without)
+    assert (v["wrong"], v["introduced"], v["qids"]) == (3, 1, ["a"]) and v["share"] == pytest.approx(1 / 3)
+    assert v["trace stage of those"] == {"Cypher": 1}
+
+
+def _pg_record(qid, hits, gold=("Georgian lari",), hit=0.0, threshold=0.7):
+    pg = PseudoGraph("", "CREATE ...", triples=[("Georgia", "currency", "Lari")])
+    ret = Retrieval([], len(hits), hits)
+    return _rec(qid, hit, gold=gold, trace=[
+        {"name": "cypher_to_triples", "output": pg.as_dict()},
+        {"name": "semantic_query", "output": ret.as_dict()},
+        {"name": "prune", "output": prune(ret, pg, threshold=threshold).as_dict()},
+        {"name": "verify", "output": {"triples": [["Georgia", "currency", "Lari"]]}}])
+
+
+def _hits(subject, label, objs, score):
+    return [{"pseudo": 0, "triple": (label, "r", o), "subject": subject, "score": score} for o in objs]
+
+
+def test_qsm_wins_names_the_stage_and_the_pruning_cause():
+    under = _pg_record("under", _hits("iGE", "Georgia", ["Georgian lari", "Tbilisi"], 0.6))  # top-k, under 0.7
+    outranked = _pg_record("outranked", _hits("iAZ", "Azerbaijan", ["a", "b", "c"], 0.9)
+                           + _hits("iGE", "Georgia", ["Georgian lari"], 0.8))  # over 0.7, not in the top 1
+    kept = _pg_record("kept", _hits("iGE", "Georgia", ["Georgian lari"], 0.8))  # G_g holds it: lost later
+    assert A.pruning_loss(under) == "threshold" and A.pruning_loss(outranked) == "top-k"
+    qsm = [_rec(q, 1.0, trace=[{"name": "match_question", "output": {"hits": [{"score": 0.75}]}}])
+           for q in ("under", "outranked", "kept")]
+    w = A.qsm_wins([under, outranked, kept], qsm, thresholds=(0.5, 0.0))
+    assert w["qsm right, pgakv wrong"] == 3 and w["stage"] == {"pruning": 2, "verification": 1}
+    assert w["pruning cause"] == {"threshold": 1, "top-k": 1}
+    assert w["kept in G_g when re-pruned at"] == {0.5: 1, 0.0: 1}  # the threshold loss comes back; top-k stays lost
+    assert w["gold subject mean cosine"]["0.6–0.7"] == 1 and w["gold subject mean cosine"]["≥ 0.7"] == 1
