@@ -608,7 +608,7 @@ class LocalBackend:
     undercounts entries ~13x and a server grew to 22.8 GB); prefix reuse between consecutive
     prompts happens inside the one ``Llama`` object anyway."""
 
-    def __init__(self, model: str = "default", n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 256,
+    def __init__(self, model: str = "default", n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 256,
                  n_gpu_layers: int | None = None):
         from . import models
 
