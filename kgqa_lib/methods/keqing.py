@@ -611,7 +611,8 @@ def match_selection(names: Sequence[str], cands: Sequence[tuple[str, str, str]])
 def select_candidates(sub_text: str, groups: Sequence[CandidateGroup], ctx: Context, sub_id: int = 0,
                       fmt: str = "rules", max_candidates: int = 40) -> Reasoning:
     """Candidate reasoning as in the paper (sec. 3.3, Eq. 4): the LLM reads the verbalised candidate
-    triples of a sub-question and selects the answer entities, C* ⊆ C. One call per sub-question.
+    triples of a sub-question and selects the answer entities, C* ⊆ C. One call per sub-question
+    with two or more candidate entities (with one, the selection could only keep it: no call).
 
     Bound: one call shows at most ``max_candidates`` facts. Above it, several chain groups are first
     narrowed by the group choice (:func:`reason`, one more call); if the rest is still above the
@@ -633,6 +634,10 @@ def select_candidates(sub_text: str, groups: Sequence[CandidateGroup], ctx: Cont
     if len(cands) > max_candidates:
         return Reasoning(sub_id, sub_text, list(which), [c[0] for c in cands], text, calls > 0, error, "select",
                          n_all, labels, [], 0, True, calls)
+    if len(cands) == 1:  # one candidate entity: a selection could only keep it (an empty or
+        # unmatched one falls back to it), so no call is made
+        return Reasoning(sub_id, sub_text, list(which), [cands[0][0]], text, calls > 0, error, "select",
+                         n_all, labels, [labels[0]], 0, False, calls)
     prompt = load_prompt(SELECT_FORMATS[fmt])
     facts = "\n".join(c[2] for c in cands) if fmt == "rules" else " ".join(c[2] for c in cands)
     r = ctx.llm.chat(prompt.messages(facts=facts, question=sub_text), max_tokens=min(24 + 12 * len(cands), 480),

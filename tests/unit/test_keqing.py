@@ -269,6 +269,16 @@ def test_select_candidates_falls_back_to_all_and_says_why(tmp_path, text, error)
     assert (r.answers, r.error, r.called) == (["e:jaws", "e:duel", "e:hook"], error, True)
 
 
+def test_select_candidates_makes_no_call_for_one_candidate_entity(tmp_path):
+    """With one candidate entity a selection could only keep it (an empty or unmatched one falls back to it)."""
+    one = [K.CandidateGroup(("^directed_by",), [("Steven Spielberg", "^directed by", "Jaws")], ["e:jaws"], ["e:jaws"]),
+           K.CandidateGroup(("^written_by",), [("Steven Spielberg", "^written by", "Jaws")], ["e:jaws"], ["e:jaws"])]
+    backend = _Reply('["Duel"]')
+    r = K.select_candidates("which films did Steven Spielberg direct", one, _ctx(backend, tmp_path, "one"))
+    assert (r.answers, r.selected, r.calls, r.called, r.error, r.n_candidates) == (["e:jaws"], ["Jaws"], 0, False, None, 1)
+    assert backend.prompts == []
+
+
 def test_select_candidates_bound(tmp_path):
     from kgqa_lib.methods import Context
 
@@ -276,11 +286,17 @@ def test_select_candidates_bound(tmp_path):
     r = K.select_candidates("q", _films(), Context(llm=None), max_candidates=2)
     assert (r.answers, r.over_bound, r.called, r.calls) == (["e:jaws", "e:duel", "e:hook"], True, False, 0)
     # two groups above the bound: the group choice first, then the selection within the chosen group
-    other = K.CandidateGroup(("written_by",), [("Jaws", "written by", "Peter Benchley")], ["e:b"], ["e:b"])
+    other = K.CandidateGroup(("written_by",), [("Jaws", "written by", "Peter Benchley"), ("Jaws", "written by", "Carl Gottlieb")],
+                             ["e:b", "e:g"], ["e:b", "e:g"])
     backend = _Reply("2", '["Peter Benchley"]')
-    r = K.select_candidates("who wrote Jaws", _films() + [other], _ctx(backend, tmp_path, "c"), max_candidates=3)
-    assert (r.chosen, r.answers, r.calls, r.over_bound, r.n_candidates) == ([1], ["e:b"], 2, False, 4)
+    r = K.select_candidates("who wrote Jaws", _films() + [other], _ctx(backend, tmp_path, "c"), max_candidates=4)
+    assert (r.chosen, r.answers, r.calls, r.over_bound, r.n_candidates) == ([1], ["e:b"], 2, False, 5)
     assert "Which group answers" in backend.prompts[0] and "(Jaws, written by, Peter Benchley)" in backend.prompts[1]
+    # the group choice leaves one candidate entity: no selection call after it
+    single = K.CandidateGroup(("written_by",), [("Jaws", "written by", "Peter Benchley")], ["e:b"], ["e:b"])
+    backend = _Reply("2")
+    r = K.select_candidates("who wrote Jaws", _films() + [single], _ctx(backend, tmp_path, "d"), max_candidates=3)
+    assert (r.chosen, r.answers, r.calls, r.n_candidates) == ([1], ["e:b"], 1, 4) and len(backend.prompts) == 1
     assert K.select_candidates("q", [K.CandidateGroup(("x",), [], [])], Context(llm=None)).error == "no_candidates"
 
 
