@@ -19,6 +19,20 @@ from .paths import notebooks_dir, repo_root, results_dir
 KERNEL = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
+def _ipc_kernel_manager():
+    """A kernel manager whose kernel talks over local IPC sockets (files in Jupyter's runtime folder)
+    instead of loopback TCP: no open port, and no "Kernel is running over TCP without encryption"
+    warning on the console of every notebook."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any) -> None:
+            kwargs.setdefault("transport", "ipc")
+            super().__init__(**kwargs)
+
+    return IPCKernelManager
+
+
 def normalize(nb: dict[str, Any]) -> dict[str, Any]:
     """Return a normalised copy of a notebook (as a JSON dict)."""
     nb = json.loads(json.dumps(nb))
@@ -89,7 +103,8 @@ def execute(path: str | Path, output: str | Path | None = None, parameters: dict
     try:
         try:
             pm.execute_notebook(str(path), str(tmp), parameters=parameters or {}, kernel_name="python3",
-                                cwd=str(path.parent), progress_bar=progress, log_output=False)
+                                cwd=str(path.parent), progress_bar=progress, log_output=False,
+                                kernel_manager_class=_ipc_kernel_manager())
         except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
             error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
         if normalise and tmp.exists():

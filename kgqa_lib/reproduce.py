@@ -10,7 +10,11 @@ parameters; the state file is rewritten after every notebook, so an interrupted 
 most the notebook in flight.
 
 At the end: a summary per notebook (status, seconds, LLM calls, cache hits, live calls, tokens),
-printed and written to ``summary.md`` / ``summary.json`` beside the executed notebooks' state.
+printed and written to ``summary.md`` / ``summary.json`` beside the executed notebooks' state. A
+``--grid`` also writes, per notebook, its metrics against the swept parameters (a Markdown table, a
+CSV and a figure, from every combination's run records) to ``results/reproduce/sweep-<params>/``.
+Only the default run writes the committed ``figures/`` and ``results/tables/``: a run with
+parameters writes them under its own ``results/reproduce/<params>/``.
 """
 
 from __future__ import annotations
@@ -126,6 +130,7 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
                              f"0…{n_combos - 1} (see --list)")
         combos = [combos[index]]
     failed_total = 0
+    done_runs: list[tuple[dict[str, Any], dict[str, str | None]]] = []
     for combo in combos:
         wanted = {**base, **combo}
         tag = _tag(wanted)
@@ -154,15 +159,23 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
                 out_dir.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory() as tmp:
                 log = Path(tmp) / "usage.jsonl"
-                old = os.environ.get("KGQA_USAGE_LOG")
-                os.environ["KGQA_USAGE_LOG"] = str(log)
+                env = {"KGQA_USAGE_LOG": str(log)}
+                if wanted:  # only the default run writes the committed figures/ and results/tables/
+                    env.update({k: str(state_dir / sub) for k, sub in (("KGQA_FIGURES_DIR", "figures"),
+                                                                       ("KGQA_TABLES_DIR", "tables")) if k not in os.environ})
+                for k in ("KGQA_FIGURES_DIR", "KGQA_TABLES_DIR"):
+                    if k in env:
+                        Path(env[k]).mkdir(parents=True, exist_ok=True)
+                saved_env = {k: os.environ.get(k) for k in env}
+                os.environ.update(env)
                 try:
                     res = execute(nb, output=target, parameters=given, failed_copy=state_dir / "failed" / nb.name)
                 finally:
-                    if old is None:
-                        os.environ.pop("KGQA_USAGE_LOG", None)
-                    else:
-                        os.environ["KGQA_USAGE_LOG"] = old
+                    for k, v in saved_env.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
                 usage = _usage(log)
             row = {"notebook": nb.name, "status": "ok" if res.error is None else "FAILED", "error": res.error,
                    "seconds": round(res.seconds, 1), "parameters": given, "params_hash": phash,
@@ -184,4 +197,109 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
                                                  "wall_seconds": round(time.perf_counter() - started, 1)})
         print(f"\n{table}\nreproduce [{tag}]: {len(rows) - len(failed)} ok, {len(failed)} failed, "
               f"{time.perf_counter() - started:.1f} s wall; summary in {relative(state_dir / 'summary.md')}", flush=True)
+        done_runs.append((combo, {r["notebook"]: r.get("parameters", {}).get("RUNS_DIR") for r in rows}))
+    if grid:
+        for path in write_sweep(grid, base, done_runs):
+            print(f"sweep: {relative(path)}", flush=True)
     return 1 if failed_total else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Sweeps: metrics against the swept parameters, from each combination's run records
+# ---------------------------------------------------------------------------------------------
+SWEEP_METRICS = ("hits@1", "f1", "rouge_l")
+
+
+def sweep_dir(grid: dict[str, list], base: dict[str, Any]) -> Path:
+    """The sweep's own folder: ``results/reproduce/sweep-<parameters>``."""
+    return results_dir() / "reproduce" / ("sweep-" + _tag({**base, **{k: ",".join(map(str, v)) for k, v in grid.items()}}))
+
+
+def sweep_rows(grid: dict[str, list], runs: list[tuple[dict[str, Any], dict[str, str | None]]]) -> dict[str, list[dict[str, Any]]]:
+    """Per notebook: one row per (combination, run file) — the swept values, the run's method and
+    dataset, questions, each metric with its 95% CI, calls and tokens per question."""
+    from .evaluate.report import summarize
+    from .evaluate.runner import read_records
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for combo, runs_dirs in runs:
+        for nb, folder in runs_dirs.items():
+            if not folder or not Path(folder).is_dir():
+                continue
+            for f in sorted(Path(folder).rglob("*.jsonl")):
+                recs = read_records(f)
+                if not recs:
+                    continue
+                metrics = [m for m in SWEEP_METRICS if any(m in r.get("metrics", {}) for r in recs)]
+                row = summarize(recs, metrics)
+                out.setdefault(nb, []).append({**{k: combo.get(k) for k in grid}, "run": f.stem, "method": row["method"],
+                                               "dataset": row["dataset"], "n": row["n"],
+                                               **{m: row[m] for m in metrics}, **{f"{m}_ci": row[f"{m}_ci"] for m in metrics},
+                                               "calls/q": row["calls/q"], "tokens/q": row["tokens/q"]})
+    return out
+
+
+def write_sweep(grid: dict[str, list], base: dict[str, Any], runs: list[tuple[dict[str, Any], dict[str, str | None]]]) -> list[Path]:
+    """``<notebook>.md`` / ``.csv`` (and ``.png``: the first metric against the first swept parameter,
+    a line per run) in :func:`sweep_dir`, for every notebook whose combinations left run records."""
+    import csv
+
+    folder = sweep_dir(grid, base)
+    written = []
+    keys = list(grid)
+    for nb, rows in sweep_rows(grid, runs).items():
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = Path(nb).stem
+        metrics = [m for m in SWEEP_METRICS if any(m in r for r in rows)]
+        head = keys + ["run", "method", "dataset", "n"] + metrics + ["calls/q", "tokens/q"]
+        lines = [f"# {stem}: metrics against {', '.join(keys)}\n",
+                 f"`kgqa reproduce --only {stem} " + " ".join(f"--grid {k}={','.join(map(str, v))}" for k, v in grid.items())
+                 + "`" + (" with " + ", ".join(f"{k}={v}" for k, v in base.items()) if base else "")
+                 + "; each metric with its 95% bootstrap CI, from each combination's run records.\n",
+                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in rows:
+            cells = [str(r[k]) for k in keys] + [r["run"], str(r["method"]), str(r["dataset"]), str(r["n"])]
+            cells += [f"{r[m]:.3f} [{r[m + '_ci'][0]:.3f}, {r[m + '_ci'][1]:.3f}]" if m in r else "—" for m in metrics]
+            cells += [f"{r['calls/q']:.2f}", f"{r['tokens/q']:.0f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        (folder / f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with open(folder / f"{stem}.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(head)
+            for r in rows:
+                w.writerow([r.get(k) for k in keys + ["run", "method", "dataset", "n"]]
+                           + [r.get(m) for m in metrics] + [r["calls/q"], r["tokens/q"]])
+        written += [folder / f"{stem}.md", folder / f"{stem}.csv"]
+        if metrics:
+            written.append(_sweep_figure(folder / f"{stem}.png", keys, metrics[0], rows))
+    return written
+
+
+def _sweep_figure(path: Path, keys: list[str], metric: str, rows: list[dict[str, Any]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_key = keys[0]
+    xs = list(dict.fromkeys(r[x_key] for r in rows))
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    lines: dict[str, list[tuple[int, float, float, float]]] = {}
+    for r in rows:
+        if metric not in r:
+            continue
+        label = " ".join([r["run"]] + [f"{k}={r[k]}" for k in keys[1:]])
+        lo, hi = r[metric + "_ci"]
+        lines.setdefault(label, []).append((xs.index(r[x_key]), r[metric], r[metric] - lo, hi - r[metric]))
+    for label, pts in lines.items():
+        pts.sort()
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]],
+                    marker="o", capsize=3, label=label)
+    ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(f"{metric} (95% CI)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -68,3 +68,47 @@ def test_a_failing_in_place_reproduce_keeps_the_committed_notebook(tmp_path, mon
     works = json.loads((nbdir / "02_works.ipynb").read_text())  # a success still replaces the notebook
     assert works["cells"][0]["outputs"][0]["text"] == ["42\n"]
     assert sorted(p.name for p in nbdir.iterdir()) == ["01_fails.ipynb", "02_works.ipynb"]  # no temporary left
+
+
+RECORD_CELL = """
+import json, os, pathlib
+from kgqa_lib.paths import figures_dir
+pathlib.Path(RUNS_DIR).mkdir(parents=True, exist_ok=True)
+rec = lambda i, hit: {"qid": f"q{i}", "method": "toy", "dataset": "toy:set", "kind": "factoid", "seconds": 1.0,
+                      "metrics": {"hits@1": hit, "f1": hit},
+                      "llm": {"calls": K, "prompt_tokens": 10, "completion_tokens": 2, "recorded_seconds": 0.5, "seconds": 0.5,
+                              "cache_hits": 0}}
+with open(pathlib.Path(RUNS_DIR) / "toy.jsonl", "w") as fh:
+    for i in range(4):
+        fh.write(json.dumps(rec(i, float(i < K))) + "\\n")
+(figures_dir() / "toy.txt").write_text("a figure")
+"""
+
+
+def test_a_grid_writes_metrics_per_parameter_and_leaves_committed_figures_alone(tmp_path, monkeypatch, capfd):
+    """--grid K=1,3: a metrics table (and CSV and figure) per notebook from each combination's run
+    records in the sweep's own folder; figures go under each combination's folder, not figures/;
+    and no kernel-transport warning reaches the console."""
+    from kgqa_lib.reproduce import reproduce
+
+    (tmp_path / "pyproject.toml").write_text("")
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    nb = json.loads(_notebook(("K = 1\nRUNS_DIR = 'runs'", []), (RECORD_CELL, [])))
+    nb["cells"][0]["metadata"]["tags"] = ["parameters"]
+    (nbdir / "01_toy.ipynb").write_text(json.dumps(nb))
+    monkeypatch.setenv("KGQA_HOME", str(tmp_path))
+    for k in ("KGQA_RESULTS_DIR", "KGQA_FIGURES_DIR", "KGQA_TABLES_DIR"):
+        monkeypatch.delenv(k, raising=False)
+
+    assert reproduce(grid={"K": [1, 3]}) == 0
+    console = capfd.readouterr()
+    assert "without encryption" not in console.out + console.err
+    assert not (tmp_path / "figures").exists()  # only the default run writes the committed figures
+    assert len(list((tmp_path / "results" / "reproduce").glob("K=*/figures/toy.txt"))) == 2
+    sweep = next((tmp_path / "results" / "reproduce").glob("sweep-*"))
+    table = (sweep / "01_toy.md").read_text()
+    assert "| K | run | method | dataset | n | hits@1 | f1 | calls/q | tokens/q |" in table
+    assert "| 1 | toy | toy | toy:set | 4 | 0.250 [" in table and "| 3 | toy | toy | toy:set | 4 | 0.750 [" in table
+    assert (sweep / "01_toy.png").stat().st_size > 0 and (sweep / "01_toy.csv").read_text().count("\n") == 3
+    assert f"sweep: results/reproduce/{sweep.name}/01_toy.md" in console.out
