@@ -1,0 +1,167 @@
+"""The collection's headline results, read from the saved benchmark records only (notebook 90).
+
+:func:`overview` gives one row per (paper, question set, method): the paper's metric on our questions
+with its 95% bootstrap CI (in points), the questions recorded against the questions the benchmark
+plans, the cost per question (LLM calls, tokens, seconds a live run takes) and the paper's value
+beside ours, named by table, row and column. A cell holding fewer questions than planned is never a
+result: its value, CI and costs are empty and its status reads ``not run`` or ``partial n/planned``.
+
+- PG&AKV on the mini-world test splits: IO, CoT, SC, QSM, PG&AKV at each pruning threshold that has
+  end-to-end runs (the paper's 0.7 and the one chosen on the dev questions, marked), Think-on-Graph;
+  the full-set records of ``pgakv_t2``/``pgakv_test`` restricted to the test questions.
+- Keqing on MetaQA dev per hop: decomposition only (``keqing_metaqa``), the four stages
+  (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``).
+- FuSIC-KBQA: every cell of the ``fusic`` table when that table is registered (answer F1); the paper's
+  value comes from the table module's ``paper_value(cell) -> (value, citation) | None`` when it has one.
+
+The paper numbers are the tables' own constants (:mod:`.keqing`, :mod:`.baselines`,
+:mod:`..evaluate.pgakv_analysis`). Nothing here calls an LLM or writes a file."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+from ..evaluate import pgakv_analysis as pa
+from ..evaluate.report import summarize
+from . import baselines as B
+from . import keqing as K
+from . import pgakv as P
+from .core import TABLES, Records, Table, get_table
+
+COLUMNS = ("paper", "set", "method", "metric", "value", "ci_low", "ci_high", "n", "planned", "status",
+           "calls/q", "tokens/q", "s/q", "paper value", "paper source", "table", "cell")
+METRIC_NAMES = {"hits@1": "Hits@1", "rouge_l": "ROUGE-L", "f1": "F1"}
+
+
+def status(n: int, planned: int) -> str:
+    """``complete``, ``partial n/planned`` or ``not run``: whether a cell's records are a result."""
+    if n >= planned:
+        return "complete"
+    return f"partial {n}/{planned}" if n else "not run"
+
+
+def row(paper: str, qset: str, method: str, metric: str, records: list[dict[str, Any]], planned: int,
+        paper_value: float | None = None, source: str = "", table: str = "", cell: str = "") -> dict[str, Any]:
+    """One overview row from a cell's records: values only when the cell holds its planned questions.
+    ``s/q`` is what a live run takes per question (the LLM time recorded when each answer was made,
+    plus the time outside the LLM), so a replayed run costs what its recording did."""
+    n = len({r["qid"] for r in records})
+    out = {"paper": paper, "set": qset, "method": method, "metric": METRIC_NAMES.get(metric, metric), "value": math.nan,
+           "ci_low": math.nan, "ci_high": math.nan, "n": n, "planned": planned, "status": status(n, planned),
+           "calls/q": math.nan, "tokens/q": math.nan, "s/q": math.nan,
+           "paper value": math.nan if paper_value is None else float(paper_value),
+           "paper source": source if paper_value is not None else "", "table": table, "cell": cell}
+    if out["status"] == "complete":
+        s = summarize(records, [metric])
+        out.update(value=100 * s[metric], ci_low=100 * s[f"{metric}_ci"][0], ci_high=100 * s[f"{metric}_ci"][1],
+                   **{"calls/q": s["calls/q"], "tokens/q": s["tokens/q"],
+                      "s/q": s["llm_s/q (recorded)"] + s["outside_llm_s/q"]})
+    return out
+
+
+def complete_records(table: Table) -> Records:
+    """The table's saved records, where a cell reads ``[]`` until it holds its planned questions: a
+    table's report rendered from it (``table.report(complete_records(table))``) shows a cell still
+    running as not run, never as a small-sample result."""
+    planned = {c.name: c.planned for c in table.cells}
+
+    class _Complete(Records):
+        def __call__(self, cell: str) -> list[dict[str, Any]]:
+            recs = super().__call__(cell)
+            return recs if len({r["qid"] for r in recs}) >= planned.get(cell, 0) else []
+
+    return _Complete(table)
+
+
+def _cell(records: Records, name: str) -> tuple[list[dict[str, Any]], int]:
+    return records(name), records.table.cell(name).planned
+
+
+# ---------------------------------------------------------------- PG&AKV
+def pgakv_rows() -> list[dict[str, Any]]:
+    records, tog = Records(get_table(P.TABLE.name)), Records(get_table(B.TABLE_MINIWORLD.name))
+    load = lambda s, run: records(f"t2_{s}.{run}")  # noqa: E731  (pgakv_t2 and pgakv_test share the folder)
+    try:
+        chosen = pa.choose_pruning(load)["choice"]["run"]
+    except ValueError:  # no PG&AKV runs to choose from
+        chosen = None
+    names = {s: (pa.PAPER_TABLE3.get(s) or pa.PAPER_TABLE4[s])[0] for s in pa.SETS}  # the paper's set beside ours
+    out = []
+    for s in pa.SETS:
+        test, m = pa.split_qids(s)[1], pa.METRIC[s]
+        qset = f"mini-world {s} (test)"
+        runs = [*pa.KG_FREE, "qsm", *sorted(pa.PRUNING_RUNS.values(), key=lambda r: r != "pgakv")]
+        for run in runs:
+            label = pa.ROWS[run] + (", chosen on dev" if run == chosen else "")
+            value, source = _pgakv_paper(s, run, names[s])
+            table = next((t.name for t in (P.TABLE, P.TEST_TABLE) if any(c.name == f"t2_{s}.{run}" for c in t.cells)), "")
+            out.append(row("PG&AKV", qset, label, m, pa.restrict(load(s, run), test), len(test), value, source,
+                           table, f"t2_{s}.{run}"))
+        recs, planned = _cell(tog, f"tog_{s}")
+        value, source = ((B.PAPER_TOG_QALD10_GPT4, "PG&AKV paper, sec. 4.4.1: ToG with GPT-4 on QALD-10 (Hit@1)")
+                         if names[s] == "QALD-10" else (None, ""))
+        out.append(row("PG&AKV", qset, "Think-on-Graph", m, pa.restrict(recs, test), planned, value, source,
+                       B.TABLE_MINIWORLD.name, f"tog_{s}"))
+    return out
+
+
+def _pgakv_paper(s: str, run: str, name: str) -> tuple[float | None, str]:
+    """The PG&AKV paper's GPT-3.5 value for our set ``s`` and run: Table 2 (SimpleQuestions and
+    QALD-10 columns; every PG&AKV threshold beside the paper's one row "Ours"), and for the open set,
+    whose Table 2 column is not in our text of the paper, Table 4's CoT and Verification rows."""
+    from ..evaluate import pgakv_analysis as pa
+
+    method = "pgakv" if run in pa.PRUNING_RUNS.values() else run
+    row_name = "Ours" if method == "pgakv" else {"io": "IO", "cot": "CoT", "sc": "SC", "qsm": "QSM"}[method]
+    if s in pa.FACTOID and method in pa.PAPER_TABLE2:
+        col = pa.FACTOID.index(s)
+        return pa.PAPER_TABLE2[method][col], f"PG&AKV paper, Table 2, GPT-3.5, row {row_name}, column {name} (Hit@1)"
+    table4 = pa.PAPER_TABLE4.get(s)
+    if table4 and method in ("cot", "pgakv"):
+        value, which = (table4[1], "CoT") if method == "cot" else (table4[3], "Verification")
+        return value, f"PG&AKV paper, Table 4, GPT-3.5, row {which}, column {name} (ROUGE-L)"
+    return None, ""
+
+
+# ---------------------------------------------------------------- Keqing on MetaQA
+def keqing_rows() -> list[dict[str, Any]]:
+    dec, full, base = (Records(get_table(t.name)) for t in (K.TABLE, K.TABLE_FULL, B.TABLE_METAQA))
+    keqing_source = "Keqing paper, Table 2, row Keqing-LLaMA (Ours), column MetaQA {h}-hop (test, Hits@1)"
+    out = []
+    for h in K.HOPS:
+        qset = f"MetaQA dev {h}-hop"
+        for label, records, name, value, source in (
+                ("Keqing, decomposition only", dec, f"keqing_metaqa_{h}hop", K.PAPER[h], keqing_source),
+                ("Keqing, four stages", full, f"keqing_full_{h}hop", K.PAPER[h], keqing_source),
+                ("KB-BINDER", base, f"kbbinder_metaqa_{h}hop", B.PAPER_KBBINDER_METAQA[h],
+                 "Keqing paper, Table 2, row KB-BINDER, column MetaQA {h}-hop (test, Hits@1)"),
+                ("Think-on-Graph", base, f"tog_metaqa_{h}hop", None, "")):
+            recs, planned = _cell(records, name)
+            out.append(row("Keqing", qset, label, "hits@1", recs, planned, value, source.format(h=h),
+                           records.table.name, name))
+    return out
+
+
+# ---------------------------------------------------------------- FuSIC-KBQA (when its table exists)
+def fusic_rows() -> list[dict[str, Any]]:
+    if "fusic" not in TABLES:
+        return []
+    table = get_table("fusic")
+    records = Records(table)
+    paper_value = getattr(sys.modules.get(table.report.__module__), "paper_value", None)
+    out = []
+    for c in table.cells:
+        found = paper_value(c.name) if callable(paper_value) else None
+        value, source = found if found else (None, "")
+        out.append(row("FuSIC-KBQA", c.dataset, c.name, "f1", records(c.name), c.planned, value, source,
+                       table.name, c.name))
+    return out
+
+
+def overview():
+    """The headline results as a pandas DataFrame (columns :data:`COLUMNS`), from the saved records."""
+    import pandas as pd
+
+    return pd.DataFrame(pgakv_rows() + keqing_rows() + fusic_rows(), columns=list(COLUMNS))

@@ -1,0 +1,81 @@
+"""The overview of notebook 90: values only for cells holding their planned questions; a cell still
+running reads "partial n/planned", a cell without records "not run"; the paper's value beside ours."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+
+from kgqa_lib.bench import core, overview
+from kgqa_lib.bench import keqing as bench_keqing
+
+
+def _record(qid: str, hit: float) -> dict:
+    return {"qid": qid, "kind": "factoid", "metrics": {"hits@1": hit, "f1": hit}, "seconds": 5.0,
+            "llm": {"calls": 3, "prompt_tokens": 700, "completion_tokens": 100, "recorded_seconds": 4.0,
+                    "seconds": 4.0, "cache_hits": 0}}
+
+
+def _save(table: core.Table, cell: str, records: list[dict]) -> None:
+    table.records_dir.mkdir(parents=True, exist_ok=True)
+    with gzip.open(table.records_dir / f"{cell}.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_complete_partial_and_missing_cells(results):
+    full = bench_keqing.TABLE_FULL
+    planned = full.cell("keqing_full_1hop").planned
+    _save(full, "keqing_full_1hop", [_record(f"q{i}", float(i % 4 != 0)) for i in range(planned)])  # 3 of 4 right
+    _save(full, "keqing_full_2hop", [_record(f"q{i}", 1.0) for i in range(50)])
+    df = overview.overview().set_index("cell")
+
+    one = df.loc["keqing_full_1hop"]
+    assert one["status"] == "complete" and one["n"] == planned
+    assert one["value"] == pytest.approx(75.0)
+    assert one["ci_low"] < 75.0 < one["ci_high"]
+    assert one["calls/q"] == pytest.approx(3.0) and one["tokens/q"] == pytest.approx(800.0)
+    assert one["s/q"] == pytest.approx(4.0 + 1.0)  # recorded LLM time + time outside the LLM
+    assert one["paper value"] == bench_keqing.PAPER[1] and "Table 2" in one["paper source"]
+
+    two = df.loc["keqing_full_2hop"]
+    assert two["status"] == f"partial 50/{planned}"
+    assert all(math.isnan(two[c]) for c in ("value", "ci_low", "ci_high", "calls/q", "tokens/q", "s/q"))
+
+    for cell in ("keqing_full_3hop", "keqing_metaqa_1hop", "kbbinder_metaqa_1hop", "t2_simple.pgakv", "tog_multihop"):
+        assert df.loc[cell, "status"] == "not run" and math.isnan(df.loc[cell, "value"]), cell
+    assert (df["paper"] != "FuSIC-KBQA").all()  # no fusic table in this registry
+
+
+def test_complete_records_hide_cells_still_running(results):
+    full = bench_keqing.TABLE_FULL
+    _save(full, "keqing_full_2hop", [_record(f"q{i}", 1.0) for i in range(10)])
+    assert core.Records(full)("keqing_full_2hop") and overview.complete_records(full)("keqing_full_2hop") == []
+
+
+def paper_value(cell: str):
+    """The hook overview.fusic_rows reads from the module of a fusic table's report."""
+    return (74.6, "a citation") if cell == "a" else None
+
+
+def test_fusic_rows_when_the_table_exists(results, monkeypatch):
+    table = core.Table(name="fusic", title="t", cells=(core.Cell("a", "fusic", "fusic:x", 4),
+                                                      core.Cell("b", "fusic", "fusic:y", 4)),
+                       report=_report, output="fusic_test_overview.md")
+    monkeypatch.setitem(core.TABLES, "fusic", table)
+    _save(table, "a", [_record(f"q{i}", 0.5) for i in range(4)])
+    rows = {r["cell"]: r for r in overview.fusic_rows()}
+    assert rows["a"]["value"] == pytest.approx(50.0) and rows["a"]["paper value"] == 74.6
+    assert rows["b"]["status"] == "not run" and math.isnan(rows["b"]["paper value"])
+
+
+def _report(records) -> str:  # a report function of this module, so paper_value above is its hook
+    return ""
