@@ -165,3 +165,42 @@ def overview():
     import pandas as pd
 
     return pd.DataFrame(pgakv_rows() + keqing_rows() + fusic_rows(), columns=list(COLUMNS))
+
+
+def cell_text(r) -> str:
+    """An overview row's value as printed: ``97.0 [94.0, 99.0]``, or its status when it is no result."""
+    return f"{r['value']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}]" if r["status"] == "complete" else r["status"]
+
+
+def plot(ax, rows, title: str = "") -> None:
+    """Ours against the paper on one axis: per question set a bar per method (95% CI as error bars),
+    the paper's value as a black tick over the method's place; a cell that is no result is no bar
+    but its status written upright (``not run``, ``partial n/planned``)."""
+    sets, methods = list(dict.fromkeys(rows["set"])), list(dict.fromkeys(rows["method"]))
+    width = 0.8 / len(methods)
+    colors = [f"C{j % 10}" for j in range(len(methods))]
+    labelled: set[str] = set()
+    for i, s in enumerate(sets):
+        for j, m in enumerate(methods):
+            sel = rows[(rows["set"] == s) & (rows["method"] == m)]
+            if sel.empty:
+                continue
+            r, x = sel.iloc[0], i - 0.4 + width * (j + 0.5)
+            if r["status"] == "complete":
+                ax.bar(x, r["value"], width, yerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]], capsize=2,
+                       ecolor="0.45", color=colors[j], label=None if m in labelled else m)
+                labelled.add(m)
+            else:
+                ax.bar(x, 0, width, color=colors[j], label=None if m in labelled else m)
+                labelled.add(m)
+                ax.text(x, 2, r["status"], rotation=90, ha="center", va="bottom", fontsize=6, color="0.35")
+            if not math.isnan(r["paper value"]):
+                ax.plot([x - width / 2, x + width / 2], [r["paper value"]] * 2, color="black", lw=2,
+                        label=None if "paper" in labelled else "paper")
+                labelled.add("paper")
+    ax.set_xticks(range(len(sets)), sets, fontsize=8)
+    ax.set_xlim(-0.5, len(sets) - 0.5)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(" / ".join(dict.fromkeys(rows["metric"])) + " (points)")
+    if title:
+        ax.set_title(title, fontsize=9)
