@@ -49,11 +49,24 @@ class Gold:
         if self.kind == "count":
             return f"SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE {{ {body} }}"
         if len(self.hops) > 1 and not self.at:  # "which other films …": not the topic itself
-            body += f" FILTER(?x != {profile.compact(self.topics[0])})"
+            body += f" FILTER({' && '.join(self._others(profile))})"
         if self.kind in ("argmax", "argmin"):
             return f"SELECT ?x WHERE {{ {body} {path_pattern('?x', self.attr, profile, '?value')} }} " \
                    f"ORDER BY {'DESC' if self.kind == 'argmax' else 'ASC'}(?value) LIMIT 1"
         return f"SELECT DISTINCT ?x WHERE {{ {body} }}"
+
+    def _others(self, profile: SchemaProfile) -> list[str]:
+        """The "other" constraints of a multi-hop path: the answer is not the topic, and a node reached
+        by walking a relation out and straight back (film → director ← other film) is not the node
+        it started from — MetaQA's rule for its 3-hop answers (the films of the director *other than*
+        the topic film; without it the gold query's F1 on MetaQA 3-hop dev is 0.90)."""
+        nodes = [profile.compact(self.topics[0])] + [f"?v{i}" for i in range(len(self.hops) - 1)] + ["?x"]
+        out = [f"?x != {nodes[0]}"]
+        for i in range(len(self.hops) - 1):
+            (r1, inv1), (r2, inv2) = self.hops[i], self.hops[i + 1]
+            if r1 == r2 and inv1 != inv2 and (nodes[i + 2], nodes[i]) != ("?x", nodes[0]):
+                out.append(f"{nodes[i + 2]} != {nodes[i]}")
+        return out
 
     def sexpr(self, profile: SchemaProfile) -> str:
         """The same logical form as a GrailQA s-expression."""

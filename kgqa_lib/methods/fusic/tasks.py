@@ -4,6 +4,7 @@ domain (few-shot pool, test questions), each a question set on its own KG schema
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -21,7 +22,8 @@ DOMAINS = {
     "mw-geo": ("miniworld", ("simple", "multihop"), ("g_", "t_")),
     "mw-cinema": ("miniworld", ("simple", "multihop"), ("p_", "f_")),
     "mw-all": ("miniworld", ("simple", "multihop"), ("g_", "t_", "p_", "f_")),
-    "metaqa": ("metaqa", ("1hop", "2hop"), ()),
+    # MetaQA dev, METAQA_PER_HOP seeded questions per hop (1, 2, 3); the few-shot pool is dealt over the hops
+    "metaqa": ("metaqa", ("1hop", "2hop", "3hop"), ()),
     "grailqa": ("grailqa", ("dev",), ()),  # ORACLE: each question on its own answer-bearing slice
     # one shared graph of every question's gold facts (kgqa_lib.grailqa_fragment), split by domain
     "grailqa-nontech": ("grailqa-fragment", ("fragment-nontech",), ()),
@@ -31,7 +33,8 @@ TASKS = {
     # the default pair in the notebooks: different domains AND different schemas, all our own data
     "geo-wd>cinema-fb": ("mw-geo@wikidata", "mw-cinema@freebase"),
     "cinema-fb>geo-wd": ("mw-cinema@freebase", "mw-geo@wikidata"),
-    # with KGQA_DATA_DIR (MetaQA dev): benchmark only, never committed
+    # with KGQA_DATA_DIR (MetaQA dev): benchmark only, never committed. mw-wd>metaqa: a real KG (the
+    # WikiMovies KB) as target, one dataset per hop: fusic:mw-wd>metaqa:test-1hop (…-2hop, …-3hop)
     "metaqa>cinema-fb": ("metaqa", "mw-cinema@freebase"),
     "mw-wd>metaqa": ("mw-all@wikidata", "metaqa"),
     # GrailQA (KGQA_DATA_DIR): real Freebase relation names on answer-bearing slices
@@ -42,6 +45,10 @@ TASKS = {
     "grailqa>grailqa-tech": ("grailqa-nontech", "grailqa-tech"),
 }
 SHOT_POOL = 10  # target questions reserved for few-shot use, whatever the number of shots
+METAQA_PER_HOP = 200  # MetaQA dev questions sampled per hop (seeded): the pool's share, the rest test
+STRATA = {"metaqa": "hops"}  # targets whose pool is dealt round-robin over this metadata key (so 5 shots
+# of MetaQA are hops 1, 2, 3, 1, 2 rather than whatever a shuffle gives)
+_SPLIT = re.compile(r"test-(\d+)hop")
 
 
 @dataclass
@@ -65,14 +72,14 @@ class Domain:
         return gold_of(q, self.kg, self.kg_name)
 
 
-def _domain_questions(name: str, metaqa_n: int, seed: int) -> tuple[list[Question], list]:
+def _domain_questions(name: str, metaqa_per_hop: int, seed: int) -> tuple[list[Question], list]:
     from ...datasets import load_dataset
 
     _, sets, prefixes = DOMAINS[name]
     qs, files = [], []
     for s in sets:
         if name == "metaqa":
-            ds = load_dataset(f"metaqa:{s}:dev", sample=metaqa_n // len(sets), seed=seed)
+            ds = load_dataset(f"metaqa:{s}:dev", sample=metaqa_per_hop, seed=seed)
             qs += list(ds)
         elif name == "grailqa":
             ds = load_dataset("grailqa:dev")
@@ -88,7 +95,7 @@ def _domain_questions(name: str, metaqa_n: int, seed: int) -> tuple[list[Questio
 
 
 @lru_cache(maxsize=8)
-def load_domain(spec: str, metaqa_n: int = 400, seed: int = 0) -> Domain:
+def load_domain(spec: str, metaqa_per_hop: int = METAQA_PER_HOP, seed: int = 0) -> Domain:
     """``mw-geo@wikidata`` → the geography/technology questions on the Wikidata-like KG."""
     from ...kg import load_named
 
@@ -97,7 +104,7 @@ def load_domain(spec: str, metaqa_n: int = 400, seed: int = 0) -> Domain:
         raise ValueError(f"Unknown domain {name!r}; known: {', '.join(DOMAINS)}")
     kg_name = DOMAINS[name][0] + (f":{schema}" if schema else "")
     kg = load_named(kg_name)
-    qs, files = _domain_questions(name, metaqa_n, seed)
+    qs, files = _domain_questions(name, metaqa_per_hop, seed)
     return Domain(spec, kg_name, kg, profile_for(kg_name), qs, files)
 
 
@@ -110,8 +117,24 @@ class Task:
     test: list[Question]  # the rest of the target questions
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _dealt(order: list[Question], key: str) -> list[Question]:
+    """``order`` dealt round-robin over the values of ``metadata[key]`` (in sorted order)."""
+    groups: dict[Any, list[Question]] = {}
+    for q in order:
+        groups.setdefault(q.metadata.get(key), []).append(q)
+    rows = [groups[k] for k in sorted(groups, key=str)]
+    return [g[i] for i in range(max(map(len, rows), default=0)) for g in rows if i < len(g)]
+
+
 @lru_cache(maxsize=8)
 def get_task(name: str, seed: int = 0) -> Task:
+    """The task's source and target; the target's usable questions (a gold form in its KG) shuffled
+    with ``seed``: the first SHOT_POOL are the few-shot pool (dealt over the hops for MetaQA, STRATA),
+    the rest — less any whose text is a pool question's — the test questions."""
     if name not in TASKS:
         raise ValueError(f"Unknown transfer task {name!r}; known: {', '.join(TASKS)}")
     src, tgt = TASKS[name]
@@ -120,12 +143,31 @@ def get_task(name: str, seed: int = 0) -> Task:
     rng = random.Random(seed)
     order = sorted(usable, key=lambda q: q.qid)
     rng.shuffle(order)
-    return Task(name, source, target, order[:SHOT_POOL], order[SHOT_POOL:])
+    key = STRATA.get(tgt.partition("@")[0])
+    pool = (_dealt(order, key) if key else order)[:SHOT_POOL]
+    ids, texts = {q.qid for q in pool}, {_norm(q.question) for q in pool}
+    return Task(name, source, target, pool, [q for q in order if q.qid not in ids and _norm(q.question) not in texts])
 
 
 def task_dataset(name: str, split: str = "test") -> Dataset:
-    """``fusic:geo-wd>cinema-fb`` → the target's test questions (``:pool`` → the few-shot pool)."""
+    """``fusic:geo-wd>cinema-fb`` → the target's test questions; ``:pool`` → the few-shot pool;
+    ``:test-2hop`` → the test questions of that many hops (MetaQA: ``fusic:mw-wd>metaqa:test-3hop``)."""
+    from ...datasets import DatasetError
+
     t = get_task(name)
-    qs = t.test if split == "test" else t.pool
+    m = _SPLIT.fullmatch(split)
+    if split == "test":
+        qs = t.test
+    elif split == "pool":
+        qs = t.pool
+    elif m:
+        qs = [q for q in t.test if q.metadata.get("hops") == int(m.group(1))]
+        if not qs:
+            hops = sorted({q.metadata["hops"] for q in t.test if "hops" in q.metadata})
+            raise DatasetError(f"fusic:{name}:{split} has no questions; "
+                               + (f"its hops: {', '.join(f'test-{h}hop' for h in hops)}" if hops else
+                                  "its questions carry no hop count (use :test or :pool)"))
+    else:
+        raise DatasetError(f"Unknown split {split!r} of fusic:{name}: use test, pool or test-<N>hop (e.g. test-1hop)")
     return Dataset(f"fusic:{name}:{split}", qs, kg=t.target.kg_name,
                    source_files=t.source.source_files + t.target.source_files)
