@@ -162,8 +162,13 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
         basis, calls, secs = row["cell"], row["calls/q"], row["s/q"]
         if calls is None:
             peers = [r for r in rows if r["method"] == row["method"] and r["calls/q"] is not None]
+            if not peers:  # no cell of this method in the table has run: the other tables' cells of the method
+                peers = [dict(cell_status(t, c), method=c.method) for t in TABLES.values() if t is not table
+                         for c in t.cells if c.method == row["method"]]
+                peers = [r for r in peers if r["calls/q"] is not None]
             if peers:
-                basis = "mean of " + ", ".join(r["cell"] for r in peers)
+                basis = ("mean of " + ", ".join(r["cell"] for r in peers) if len(peers) <= 3
+                         else f"mean of {len(peers)} {row['method']} cells")
                 calls = sum(r["calls/q"] for r in peers) / len(peers)
                 secs = sum(r["s/q"] for r in peers) / len(peers)
             else:
