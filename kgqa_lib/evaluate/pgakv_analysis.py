@@ -423,3 +423,128 @@ def test_split_report(load: Loader = committed_records) -> str:
     lines.append("")
     lines.append(analysis_report(load, choice))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. For the notebooks (11-14): cells read only when complete, costs, what verification changed
+# ---------------------------------------------------------------------------------------------
+# The paper's Table 5 (GPT-4): CoT → Pseudo-Graph → Verification, QALD-10 / Nature Questions, and its
+# verification-error shares (section 4.6.3, QALD-10) and Cypher error rate, for reference beside ours.
+PAPER_TABLE5 = {"multihop": ("QALD-10", 48.9, 53.9, 56.5), "open": ("Nature Questions", 27.7, 24.4, 39.2)}
+PAPER_VERIFICATION_ERRORS = {"GPT-3.5": 15.2, "GPT-4": 13.8}
+PAPER_CYPHER_ERROR_RATE = 0.6  # % of GPT-3.5's pseudo-graphs with a Cypher error (section 4.6.1)
+
+
+def split_coverage(part: str, run: str, load: Loader = committed_records) -> tuple[int, int]:
+    """(test questions of ``part`` that the run's records hold, test questions of ``part``)."""
+    test = split_qids(part)[1]
+    return len({r["qid"] for r in load(part, run)} & test), len(test)
+
+
+def complete_only(load: Loader = committed_records) -> Loader:
+    """``load`` restricted to runs holding every test question of their set: a cell still running
+    (its records are saved every few questions) reads as not run (``[]``), never as a small-sample result."""
+    def loader(part: str, run: str) -> list[dict[str, Any]]:
+        have, want = split_coverage(part, run, load)
+        return load(part, run) if have == want else []
+
+    return loader
+
+
+def run_costs(cells, load: Loader = committed_records, qids: dict[str, set[str]] | None = None) -> list[dict[str, Any]]:
+    """Per ``(set, run)`` of ``cells``: questions recorded (restricted to ``qids[set]`` when given), the
+    hours a live run of them takes (the LLM time recorded when each answer was generated, plus the time
+    outside the LLM), LLM calls, and per-question means."""
+    rows = []
+    for part, run in cells:
+        recs = load(part, run)
+        if qids is not None:
+            recs = restrict(recs, qids[part])
+        if not recs:
+            rows.append({"set": part, "run": run, "questions": 0})
+            continue
+        s = summarize(recs, [])
+        live = s["llm_s/q (recorded)"] + s["outside_llm_s/q"]
+        rows.append({"set": part, "run": run, "questions": s["n"], "hours": live * s["n"] / 3600,
+                     "LLM calls": round(s["calls/q"] * s["n"]), "calls/q": s["calls/q"], "s/q": live})
+    return rows
+
+
+def verification_changes(records: list[dict[str, Any]], pseudo_only: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the verifier did, counted over the records of a run with verification (triples compared
+    case-insensitively): sketch triples kept, removed, or corrected (deleted, and a triple with the
+    same subject and relation added); triples added, copied from the ground graph ``G_g`` or not (new
+    or reworded); questions whose ``G_g`` was empty (no KG fact shown) and whose sketch came back
+    unchanged. With ``pseudo_only`` (the ``kg_context=none`` run, matched by qid): how many answers
+    verification changed, and whether the metric went up or down."""
+    key = lambda t: tuple(str(x).lower() for x in t)  # noqa: E731
+    c = dict.fromkeys(("questions", "empty G_g (no KG fact shown)", "G_f = G_p (sketch unchanged)", "sketch triples",
+                       "kept", "removed", "corrected", "added", "added from G_g", "added, not in G_g",
+                       "questions with a G_g triple in G_f"), 0)
+    for r in records:
+        ver = stage_output(r, "verify")
+        if ver is None:
+            continue
+        sketch = {key(t) for t in stage_output(r, "cypher_to_triples")["triples"]}
+        ground = {key(t) for t in stage_output(r, "prune")["triples"]}
+        final = {key(t) for t in ver["triples"]}
+        deleted, added = {key(t) for t in ver["deleted"]}, {key(t) for t in ver["added"]}
+        corrected = {d for d in deleted if any(a[:2] == d[:2] for a in added)}
+        c["questions"] += 1
+        c["empty G_g (no KG fact shown)"] += not ground
+        c["G_f = G_p (sketch unchanged)"] += final == sketch
+        c["sketch triples"] += len(sketch)
+        c["kept"] += len(sketch & final)
+        c["removed"] += len(deleted - corrected)
+        c["corrected"] += len(corrected)
+        c["added"] += len(added)
+        c["added from G_g"] += len(added & ground)
+        c["added, not in G_g"] += len(added - ground)
+        c["questions with a G_g triple in G_f"] += bool(final & ground)
+    if pseudo_only:
+        base = {r["qid"]: r for r in pseudo_only}
+        pairs = [(r, base[r["qid"]]) for r in records if r["qid"] in base]
+        metric = lambda r: r["metrics"].get("rouge_l", r["metrics"].get("hits@1"))  # noqa: E731
+        c["answered by both runs"] = len(pairs)
+        c["answer text changed by verification"] = sum(a["response"].strip() != b["response"].strip() for a, b in pairs)
+        c["metric up with verification"] = sum(metric(a) > metric(b) for a, b in pairs)
+        c["metric down with verification"] = sum(metric(a) < metric(b) for a, b in pairs)
+    return c
+
+
+def cell_on_test(part: str, run: str, load: Loader = committed_records) -> str:
+    """One cell on the test questions of ``part``: ``score [95% CI] (n=…)`` in points, or ``not run
+    yet`` (with the test questions recorded so far) while the run does not hold them all."""
+    recs = restrict(complete_only(load)(part, run), split_qids(part)[1])
+    if recs:
+        return _cell(recs, METRIC[part])
+    have, want = split_coverage(part, run, load)
+    return f"not run yet ({have}/{want} test questions recorded)" if have else "not run yet"
+
+
+def gain_on_test(part: str, run: str, baseline: str, load: Loader = committed_records) -> str:
+    """``run − baseline`` on the test questions of ``part`` in points, paired 95% CI and n; ``—``
+    unless both runs hold every test question."""
+    done, test = complete_only(load), split_qids(part)[1]
+    a, b = restrict(done(part, run), test), restrict(done(part, baseline), test)
+    return _paired(a, b, METRIC[part]) if a and b else "—"
+
+
+def annotation_effect(load: Loader = committed_records) -> list[dict[str, str]]:
+    """G_base with and without the dataset's topic-entity annotations (``use_topic_entities=false
+    link_question=true``) on the test questions of the factoid sets, for PG&AKV (threshold 0.5, the
+    runs of that setting) and QSM: both cells and the paired difference."""
+    return [{"set": s, "method": ROWS.get(base, base), "with annotations": cell_on_test(s, base, load),
+             "no annotations": cell_on_test(s, noann, load), "no annotations − with": gain_on_test(s, noann, base, load)}
+            for s in FACTOID for base, noann in (("pgakv_thr05", "pgakv_thr05_noann"), ("qsm", "qsm_noann"))]
+
+
+def stage_seconds(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean wall seconds per stage over the records whose LLM calls all ran live (no cache hit): what
+    each stage costs a live run (the LLM stages) or any run (retrieval, pruning)."""
+    live = [r for r in records if not r["llm"]["cache_hits"]]
+    out: dict[str, float] = {}
+    for r in live:
+        for st in r["trace"]:
+            out[st["name"]] = out.get(st["name"], 0.0) + st["seconds"] / len(live)
+    return out
