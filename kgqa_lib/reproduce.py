@@ -276,6 +276,8 @@ def write_sweep(grid: dict[str, list], base: dict[str, Any], runs: list[tuple[di
 
 
 def _sweep_figure(path: Path, keys: list[str], metric: str, rows: list[dict[str, Any]]) -> Path:
+    """Two panels against the first swept parameter: ``metric`` with its 95% CI, and LLM calls per
+    question; a line per run (and per value of the other swept parameters)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -283,22 +285,25 @@ def _sweep_figure(path: Path, keys: list[str], metric: str, rows: list[dict[str,
 
     x_key = keys[0]
     xs = list(dict.fromkeys(r[x_key] for r in rows))
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    lines: dict[str, list[tuple[int, float, float, float]]] = {}
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    lines: dict[str, list[tuple[int, float, float, float, float]]] = {}
     for r in rows:
         if metric not in r:
             continue
         label = " ".join([r["run"]] + [f"{k}={r[k]}" for k in keys[1:]])
         lo, hi = r[metric + "_ci"]
-        lines.setdefault(label, []).append((xs.index(r[x_key]), r[metric], r[metric] - lo, hi - r[metric]))
+        lines.setdefault(label, []).append((xs.index(r[x_key]), r[metric], r[metric] - lo, hi - r[metric], r["calls/q"]))
     for label, pts in lines.items():
         pts.sort()
-        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]],
-                    marker="o", capsize=3, label=label)
-    ax.set_xticks(range(len(xs)), [str(x) for x in xs])
-    ax.set_xlabel(x_key)
-    ax.set_ylabel(f"{metric} (95% CI)")
-    ax.legend(fontsize=7)
+        x = [p[0] for p in pts]
+        ax.errorbar(x, [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]], marker="o", capsize=3,
+                    label=label, alpha=0.8)
+        ax2.plot(x, [p[4] for p in pts], marker="o", label=label, alpha=0.8)
+    for a, name in ((ax, f"{metric} (95% CI)"), (ax2, "LLM calls / question")):
+        a.set_xticks(range(len(xs)), [str(v) for v in xs])
+        a.set_xlabel(x_key)
+        a.set_ylabel(name)
+    ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
