@@ -1,0 +1,187 @@
+"""The FuSIC benchmark table (kgqa_lib.bench.fusic): its cells (priority order, one setting changed
+per ablation, the task of every run = its dataset's), stripped records (no question text, entity
+name, query or answer; the gold-element counts computed at save time; stripping twice changes
+nothing) and the report's arithmetic (F1 after k feedback rounds, Table 7 error rates, the funnel)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kgqa_lib.bench import fusic as B
+
+
+def _args(cell):
+    from kgqa_lib.cli import build_parser
+
+    return build_parser().parse_args(["run", *cell.argv("x.jsonl")])
+
+
+def test_cells_in_priority_order_with_the_paper_named():
+    names = [c.name for c in B.CELLS]
+    assert names[:7] == ["metaqa1.fs_dense", "metaqa2.fs_dense", "metaqa3.fs_dense", "metaqa1.zs_dense",
+                         "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
+    assert names[7:11] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
+    assert names[-4:] == ["metaqa1.kbbinder_fs", "metaqa2.kbbinder_fs", "metaqa3.kbbinder_fs", "gtech.kbbinder_fs"]
+    assert len(set(names)) == len(names)
+    assert set(B.PAPER) == set(B.CONFIGS) == set(B.RETRIEVER_NOTE)
+    assert all(c.planned == 100 for c in B.CELLS if c.name.startswith("metaqa"))
+    assert all(c.planned == 124 for c in B.CELLS if c.name.startswith("gtech"))
+
+
+def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
+    from kgqa_lib.methods import coerce_settings
+
+    settings = {}
+    for c in B.CELLS:
+        a = _args(c)
+        s = coerce_settings(dict(a.set), c.method)
+        _, task, split = c.dataset.split(":")
+        assert s["task"] == task and split.startswith("test"), c.name  # (the dataset's name is the spec itself)
+        assert a.llm == "local" and a.no_transcripts
+        assert (a.sample == 100) == c.name.startswith("metaqa")
+        settings[c.name] = s
+    for p in ("metaqa1", "metaqa2", "metaqa3", "gtech"):
+        full = settings[f"{p}.fs_dense"]
+        assert full == {"task": full["task"], "shots": 5, "retrievers": "dense"}
+        for a, change in (("fs_dense_sexpr", {"language": "sexpr"}), ("fs_dense_noegf", {"egf_rounds": 0}),
+                          ("fs_dense_norr", {"rerank": False})):
+            assert settings[f"{p}.{a}"] == {**full, **change}
+        assert settings[f"{p}.zs_dense"] == {**full, "shots": 0}
+        assert settings[f"{p}.fs_naive"] == {**full, "retrievers": "none"}
+        assert settings[f"{p}.fs_both"] == {**full, "retrievers": "bm25,dense"}
+        assert settings[f"{p}.kbbinder_fs"] == {"task": full["task"], "shots": 5}
+
+
+def test_planned_sizes_are_the_datasets(data_dir_or_skip):
+    from kgqa_lib.datasets import load_dataset
+
+    for c in B.CELLS:
+        a = _args(c)
+        assert len(load_dataset(c.dataset, sample=a.sample, seed=a.seed)) == c.planned, c.name
+
+
+# ---- stripped records from a real run of the pipeline (scripted LLM) -----------------------------------
+class Scripted:
+    """Re-ranking: "2, 1"; generation: an unanchored query first, then ``good``."""
+
+    def __init__(self, good: str) -> None:
+        self.queries = ["SELECT ?x WHERE { ?x ?p ?o } LIMIT 0", good]
+
+    def complete(self, request):
+        if "Reply with their numbers only" in request.messages[-1][1]:
+            text = "2, 1"
+        else:
+            text = f"```sparql\n{self.queries.pop(0) if len(self.queries) > 1 else self.queries[0]}\n```"
+        return {"text": text, "prompt_tokens": 10, "completion_tokens": 10, "finish_reason": "stop"}
+
+
+def _record(tmp_path, task_name: str, q, settings: dict):
+    from kgqa_lib.datasets import Dataset
+    from kgqa_lib.evaluate.runner import run
+    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.methods import Context
+    from kgqa_lib.methods import fusic as F
+
+    t = F.get_task(task_name)
+    good = t.target.gold(q).sparql(t.target.profile)
+    llm = LLM(Scripted(good), "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
+    ctx = Context(llm=llm, settings={"task": task_name, **settings})
+    out = tmp_path / "run.jsonl"
+    run("fusic", Dataset("fusic:x", [q]), ctx, out, progress=False)
+    return json.loads(out.read_text().splitlines()[-1])
+
+
+def _secrets(q, r) -> list[str]:
+    """What a stripped record must not hold: the question, its answers, the entities' names, queries."""
+    names = [m["label"] for s in r["trace"] if s["name"] == "link_entities" for m in s["output"]["mentions"]]
+    return [q.question, *q.answers, *names, "SELECT", "?x"]
+
+
+@pytest.mark.parametrize("task_name,retrievers,external", [("geo-wd>cinema-fb", "bm25,minilm", False),
+                                                           ("mw-wd>metaqa", "bm25", True)])
+def test_stripped_record_holds_counts_not_text(tmp_path, tmp_cache, request, task_name, retrievers, external):
+    from kgqa_lib.methods import fusic as F
+
+    if external:
+        request.getfixturevalue("data_dir_or_skip")
+    from kgqa_lib.embed import Embedder
+
+    t = F.get_task(task_name)
+    emb = Embedder()
+    q = next(x for x in t.test if len(t.target.gold(x).hops) == 1
+             and set(t.target.gold(x).topics) <= set(F.link_entities(x, t.target.kg, emb).entities))
+    r = _record(tmp_path, task_name, q, {"shots": 5, "retrievers": retrievers})
+    assert r["metrics"]["f1"] == 1.0 and r["prediction"]
+    s = B.strip(r)
+    text = json.dumps(s, ensure_ascii=False)
+    for secret in _secrets(q, r):
+        assert secret not in text, secret
+    assert s["stripped"] and s["prediction"] == ["(answered)"] and "trace" not in s and "question" not in s
+    assert [a["status"] for a in s["attempts"]] == ["unanchored", "ok"]
+    assert s["stages"]["calls"]["generation"] == 1 and s["stages"]["calls"]["feedback"] == 1
+    ga = s["gold_analysis"]
+    assert ga["topic_linked"] and ga["gold_hops"] == 1 and ga["query_gold_relations"] == [1, 1]
+    assert {x["retriever"] for x in ga["retrieval"]} == set(retrievers.split(","))
+    assert {x["aspect"] for x in ga["retrieval"]} >= {"path", "relation"}
+    assert all(isinstance(x[k], bool) for x in ga["retrieval"] for k in ("top_K", "before", "after"))
+    assert B.strip(s) == s  # restored, then saved again
+    assert B.f1_after_rounds([s]) == [0.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_kbbinder_records_are_stripped_like_the_baselines():
+    r = {"method": "kbbinder", "qid": "q", "question": "secret", "gold": ["A"], "prediction": ["A"], "metrics": {"f1": 1.0},
+         "trace": [{"name": "vote", "output": {"statuses": {"ok": 6}, "winner": 0, "tally": [["A", 6]]}, "seconds": 0.1}]}
+    s = B.strip(r)
+    assert "secret" not in json.dumps(s) and '"A"' not in json.dumps(s)
+    assert s["summary"]["vote"]["winning_votes"] == 6 and B.strip(s) == s
+
+
+# ---- the report's arithmetic ---------------------------------------------------------------------------
+def _fake(qid, f1, attempts, retrieval=None, linked=True, hops=1):
+    calls = {"rerank": 2, "generation": 1, "feedback": attempts - 1}
+    return {"qid": qid, "metrics": {"f1": f1}, "seconds": 10.0, "error": None,
+            "llm": {"calls": sum(calls.values()), "prompt_tokens": 100, "completion_tokens": 10, "recorded_seconds": 8.0,
+                    "seconds": 8.0, "cache_hits": 0},
+            "stages": {"calls": {**calls, "total": sum(calls.values())},
+                       "seconds": {"retrieval": 1.0, "rerank": 2.0, "exemplars": 0.5, "generation": 3.0, "feedback": 4.0}},
+            "attempts": [{"status": "empty"}] * (attempts - 1) + [{"status": "ok" if f1 else "empty"}],
+            "gold_analysis": {"topic_linked": linked, "mentions": 1, "gold_hops": hops, "retrieval": retrieval or [],
+                              "query_gold_relations": [1, 1]}}
+
+
+def _ret(name, aspect, top_k, before, after):
+    return {"retriever": name, "aspect": aspect, "top_K": top_k, "before": before, "after": after}
+
+
+def test_f1_after_rounds_error_rates_and_funnel():
+    recs = [_fake("a", 1.0, 1, [_ret("dense", "path", True, True, True), _ret("dense", "relation", True, False, True)]),
+            _fake("b", 0.5, 3, [_ret("dense", "path", True, False, False), _ret("dense", "relation", True, True, True)]),
+            _fake("c", 0.0, 5, [_ret("dense", "path", False, False, False)], linked=False, hops=3)]
+    assert B.f1_after_rounds(recs) == [1 / 3, 1 / 3, 0.5, 0.5, 0.5]
+    rows = {(x["retriever"], x["aspect"]): x for x in B.error_rates(recs)}
+    assert rows["dense", "path"] == {"retriever": "dense", "aspect": "path", "n": 3, "top_K": 1 / 3, "before": 2 / 3,
+                                     "after": 2 / 3}
+    assert rows["dense", "relation"]["before"] == 0.5 and rows["dense", "relation"]["after"] == 0.0
+    assert rows["dense", "all aspects"]["before"] == 1.0 and rows["dense", "all aspects"]["after"] == 2 / 3
+    both = [_fake("d", 1.0, 1, [_ret("bm25", "path", False, False, False), _ret("dense", "path", True, True, None)])]
+    rows = {(x["retriever"], x["aspect"]): x for x in B.error_rates(both)}
+    assert rows["all retrievers", "path"]["before"] == 0.0 and rows["all retrievers", "path"]["after"] is None
+    f = B.funnel(recs)
+    assert f == {"n": 3, "analysed": 3, "topic linked": 2, "gold path of ≤ 2 relations": 2, "gold path in top K": 2,
+                 "gold path in prompt": 1, "query answered": 2, "F1 = 1": 1}
+
+
+def test_report_from_records_and_not_run_yet():
+    full = [_fake(f"q{i}", 1.0 if i % 2 else 0.0, 1 + i % 3, [_ret("dense", "path", True, True, bool(i % 2))])
+            for i in range(10)]
+    noegf = [dict(r, attempts=r["attempts"][:1]) for r in full]
+    have = {"metaqa1.fs_dense": full, "metaqa1.fs_dense_noegf": noegf}
+    text = B.report(lambda cell: have.get(cell, []))
+    assert text.count("not run yet") > 30
+    assert "| metaqa1.fs_dense | 10 | 2.00 | 1.00 | 0.90 | 3.90 | 1.0 | 2.0 | 0.5 | 3.0 | 4.0 |" in text
+    assert "F1 50.0, 3.90 LLM calls/q (re-rank + generation + feedback) — not met (n=10)" in text
+    assert "70.8 (Table 2, few-shot, FuSIC-KBQA(T))" in text and "64.3 (Table 3, few-shot, w/o SPARQL)" in text
+    assert f"| metaqa1.fs_dense | 10 | {' | '.join(f'{100 * v:.1f}' for v in B.f1_after_rounds(full))} |" in text
+    assert "| metaqa1.fs_dense | dense | path | 10 | 0.0 | 0.0 | 50.0 |" in text
