@@ -11,8 +11,8 @@ result: its value, CI and costs are empty and its status reads ``not run`` or ``
   the full-set records of ``pgakv_t2``/``pgakv_test`` restricted to the test questions.
 - Keqing on MetaQA dev per hop: decomposition only (``keqing_metaqa``), the four stages
   (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``).
-- FuSIC-KBQA: every cell of the ``fusic`` table when that table is registered (answer F1); the paper's
-  value comes from the table module's ``paper_value(cell) -> (value, citation) | None`` when it has one.
+- FuSIC-KBQA: the cells of the ``fusic`` table when that table is registered, its ablations left out
+  (answer F1); labels and the paper's numbers from the table's module (:func:`fusic_rows`).
 
 The paper numbers are the tables' own constants (:mod:`.keqing`, :mod:`.baselines`,
 :mod:`..evaluate.pgakv_analysis`). Nothing here calls an LLM or writes a file."""
@@ -20,7 +20,9 @@ The paper numbers are the tables' own constants (:mod:`.keqing`, :mod:`.baseline
 from __future__ import annotations
 
 import math
+import re
 import sys
+import textwrap
 from typing import Any
 
 from ..evaluate import pgakv_analysis as pa
@@ -52,7 +54,7 @@ def row(paper: str, qset: str, method: str, metric: str, records: list[dict[str,
            "ci_low": math.nan, "ci_high": math.nan, "n": n, "planned": planned, "status": status(n, planned),
            "calls/q": math.nan, "tokens/q": math.nan, "s/q": math.nan,
            "paper value": math.nan if paper_value is None else float(paper_value),
-           "paper source": source if paper_value is not None else "", "table": table, "cell": cell}
+           "paper source": source, "table": table, "cell": cell}
     if out["status"] == "complete":
         s = summarize(records, [metric])
         out.update(value=100 * s[metric], ci_low=100 * s[f"{metric}_ci"][0], ci_high=100 * s[f"{metric}_ci"][1],
@@ -146,17 +148,28 @@ def keqing_rows() -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- FuSIC-KBQA (when its table exists)
 def fusic_rows() -> list[dict[str, Any]]:
+    """The ``fusic`` table's cells other than its ablations (those are notebook 22's), answer F1. Labels
+    and the paper's numbers come from the table's module when it declares them — ``PAIRS[pair][-1]``
+    (the question set), ``CONFIGS[config][-1]`` (the method), ``PAPER[config] = (where, value)`` and
+    ``PAPER_COLUMN`` for cells named ``<pair>.<config>``, ``ABLATIONS`` (configs left out); without them
+    a cell is shown under its dataset and name, with no paper value."""
     if "fusic" not in TABLES:
         return []
     table = get_table("fusic")
-    records = Records(table)
-    paper_value = getattr(sys.modules.get(table.report.__module__), "paper_value", None)
-    out = []
+    module = sys.modules.get(table.report.__module__)
+    pairs, configs = getattr(module, "PAIRS", {}), getattr(module, "CONFIGS", {})
+    paper, column = getattr(module, "PAPER", {}), getattr(module, "PAPER_COLUMN", "")
+    records, out = Records(table), []
     for c in table.cells:
-        found = paper_value(c.name) if callable(paper_value) else None
-        value, source = found if found else (None, "")
-        out.append(row("FuSIC-KBQA", c.dataset, c.name, "f1", records(c.name), c.planned, value, source,
-                       table.name, c.name))
+        pair, _, config = c.name.partition(".")
+        if config in getattr(module, "ABLATIONS", ()):
+            continue
+        where, text = paper.get(config, (None, ""))
+        value = float(text) if re.fullmatch(r"\d+(\.\d+)?", str(text).strip()) else None
+        source = f"FuSIC-KBQA paper, {where}, column {column} (F1): {text}" if where else ""
+        out.append(row("FuSIC-KBQA", pairs[pair][-1] if pair in pairs else c.dataset,
+                       configs[config][-1] if config in configs else c.name, "f1", records(c.name), c.planned,
+                       value, source, table.name, c.name))
     return out
 
 
@@ -198,7 +211,7 @@ def plot(ax, rows, title: str = "") -> None:
                 ax.plot([x - width / 2, x + width / 2], [r["paper value"]] * 2, color="black", lw=2,
                         label=None if "paper" in labelled else "paper")
                 labelled.add("paper")
-    ax.set_xticks(range(len(sets)), sets, fontsize=8)
+    ax.set_xticks(range(len(sets)), [textwrap.fill(s, 26) for s in sets], fontsize=8)
     ax.set_xlim(-0.5, len(sets) - 0.5)
     ax.set_ylim(0, 105)
     ax.set_ylabel(" / ".join(dict.fromkeys(rows["metric"])) + " (points)")

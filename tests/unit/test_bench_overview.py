@@ -31,7 +31,8 @@ def results(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_complete_partial_and_missing_cells(results):
+def test_complete_partial_and_missing_cells(results, monkeypatch):
+    monkeypatch.delitem(core.TABLES, "fusic", raising=False)  # a registry without the FuSIC table
     full = bench_keqing.TABLE_FULL
     planned = full.cell("keqing_full_1hop").planned
     _save(full, "keqing_full_1hop", [_record(f"q{i}", float(i % 4 != 0)) for i in range(planned)])  # 3 of 4 right
@@ -52,7 +53,7 @@ def test_complete_partial_and_missing_cells(results):
 
     for cell in ("keqing_full_3hop", "keqing_metaqa_1hop", "kbbinder_metaqa_1hop", "t2_simple.pgakv", "tog_multihop"):
         assert df.loc[cell, "status"] == "not run" and math.isnan(df.loc[cell, "value"]), cell
-    assert (df["paper"] != "FuSIC-KBQA").all()  # no fusic table in this registry
+    assert (df["paper"] != "FuSIC-KBQA").all()
 
 
 def test_complete_records_hide_cells_still_running(results):
@@ -61,21 +62,28 @@ def test_complete_records_hide_cells_still_running(results):
     assert core.Records(full)("keqing_full_2hop") and overview.complete_records(full)("keqing_full_2hop") == []
 
 
-def paper_value(cell: str):
-    """The hook overview.fusic_rows reads from the module of a fusic table's report."""
-    return (74.6, "a citation") if cell == "a" else None
+# What overview.fusic_rows reads from the module of a fusic table's report (this one, in the test).
+PAIRS = {"p": ("task", "fusic:x", 4, (), "a pair")}
+CONFIGS = {"a": ("fusic", (), "config A"), "b": ("fusic", (), "config B"), "abl": ("fusic", (), "an ablation")}
+PAPER = {"a": ("Table 2, row A", "74.6"), "b": ("sec. 4, B", "< 5.0")}
+PAPER_COLUMN = "W→GI-T"
+ABLATIONS = ("abl",)
 
 
 def test_fusic_rows_when_the_table_exists(results, monkeypatch):
-    table = core.Table(name="fusic", title="t", cells=(core.Cell("a", "fusic", "fusic:x", 4),
-                                                      core.Cell("b", "fusic", "fusic:y", 4)),
-                       report=_report, output="fusic_test_overview.md")
+    cells = tuple(core.Cell(f"p.{c}", "fusic", "fusic:x", 4) for c in ("a", "b", "abl")) + (core.Cell("q.a", "fusic", "fusic:y", 4),)
+    table = core.Table(name="fusic", title="t", cells=cells, report=_report, output="fusic_test_overview.md")
     monkeypatch.setitem(core.TABLES, "fusic", table)
-    _save(table, "a", [_record(f"q{i}", 0.5) for i in range(4)])
+    _save(table, "p.a", [_record(f"q{i}", 0.5) for i in range(4)])
     rows = {r["cell"]: r for r in overview.fusic_rows()}
-    assert rows["a"]["value"] == pytest.approx(50.0) and rows["a"]["paper value"] == 74.6
-    assert rows["b"]["status"] == "not run" and math.isnan(rows["b"]["paper value"])
+    assert set(rows) == {"p.a", "p.b", "q.a"}  # the ablation is notebook 22's
+    a = rows["p.a"]
+    assert (a["set"], a["method"], a["metric"]) == ("a pair", "config A", "F1")
+    assert a["value"] == pytest.approx(50.0) and a["paper value"] == 74.6 and "W→GI-T" in a["paper source"]
+    b = rows["p.b"]
+    assert b["status"] == "not run" and math.isnan(b["paper value"]) and "< 5.0" in b["paper source"]
+    assert rows["q.a"]["set"] == "fusic:y"  # a pair the module does not declare: its dataset
 
 
-def _report(records) -> str:  # a report function of this module, so paper_value above is its hook
+def _report(records) -> str:  # a report function of this module, so the constants above are its table's
     return ""
