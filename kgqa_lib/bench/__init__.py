@@ -8,7 +8,7 @@ so they stay scripts."""
 
 from .core import (TABLES, Cell, Records, Table, cell_status, check, estimate, format_estimate, get_table, register,
                    render, restore, run, runs_dir, save, status_table, tables, write_report)
-from . import baselines, fusic, keqing, pgakv  # noqa: E402,F401  (register their tables)
+from . import baselines, fusic, keqing, keqing_grailqa, pgakv  # noqa: E402,F401  (register their tables)
 
 __all__ = ["TABLES", "Cell", "Records", "Table", "cell_status", "check", "estimate", "format_estimate", "get_table",
            "register", "render", "restore", "run", "runs_dir", "save", "status_table", "tables", "write_report"]

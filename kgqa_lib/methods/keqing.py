@@ -25,6 +25,21 @@ The mini-world ``templated`` set is split the same way per template (the first t
 each template are the pool); its one-hop pool does not cover every relation the multi-hop
 questions need, so our own sub-question phrasings (``data/keqing/seed_templates.jsonl``) join
 the bank there.
+
+GrailQA (``keqing:grailqa``) runs on the shared Freebase fragment (KG ``grailqa-fragment``, built from
+the gold facts of the 1,000 GrailQA dev questions). The fragment's questions are split once, seeded
+and stratified by GrailQA level: :data:`GRAILQA_POOL_FRACTION` of them are the pool (templates and
+exemplars), the rest is the test set (``keqing:grailqa``; ``keqing:grailqa:pool`` gives the pool).
+What Keqing needs is derived from each question's gold s-expression (:func:`grailqa_question`): the
+topic entity and relation chain of a pure relation chain from one entity (:func:`sexpr_chain`), and
+the question text with the topic's mention in brackets (``metadata["raw"]``) when the mention occurs
+in it. Questions with constraints or aggregations have no chain: they never make templates or
+exemplars, and stay in the test set (``metadata["chain"]`` False), answered as Keqing can.
+Measured (1,000 fragment questions): pool 600, test 400; chain questions 901 (1-hop 686, 2-hop 206,
+3-hop 9); the test set holds 41 non-chain questions. 3 chain questions do not name their topic verbatim
+(a plural, a typo); the one in the pool makes no template. The bank: 388 templates over 267
+chains; 432 pool questions can be exemplars; 170 of the 359 test chain questions have every hop in the
+bank (3 of the 85 i.i.d. ones: GrailQA's levels are relative to its training set, not to this pool).
 """
 
 from __future__ import annotations
@@ -32,13 +47,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from ..datasets import Dataset, Question, load_dataset
+from ..datasets import Dataset, DatasetError, Question, load_dataset, split_dev_test
 from ..embed import cosine_topk
 from ..parse import clean_text
 from ..paths import data_dir
@@ -88,27 +103,109 @@ def _miniworld_split() -> tuple[tuple[Question, ...], tuple[Question, ...]]:
     return tuple(pool), tuple(test)
 
 
+# ---- GrailQA on the shared Freebase fragment ------------------------------------------------
+GRAILQA_KG = "grailqa-fragment"
+GRAILQA_POOL_FRACTION = 0.6  # of the fragment's questions: the pool; the rest is the test set
+GRAILQA_SPLIT_SEED = 0
+_FREEBASE_ENTITY = re.compile(r"^[mg]\.[A-Za-z0-9_]+$")
+
+
+def sexpr_chain(sexpr: str) -> tuple[str, tuple[str, ...]] | None:
+    """``(entity id, relation chain)`` of an s-expression that is a pure relation chain from one
+    entity, else None. ``(JOIN r X)`` (the x with ``x r X``) is the hop ``^r`` from X, ``(JOIN (R r) X)``
+    the hop ``r``; the innermost hop comes first. The outermost ``(AND <class> …)`` — GrailQA's answer
+    type, which every question carries — is dropped; anything else (an AND inside, a second entity or
+    class, COUNT, ARGMAX/ARGMIN, a comparative, a literal where the chain starts) is no chain."""
+    from ..sexpr import SExprError, parse_sexpr
+
+    try:
+        node = parse_sexpr(sexpr)
+    except SExprError:
+        return None
+    if isinstance(node, list) and len(node) == 3 and node[0] == "AND" and isinstance(node[1], str) \
+            and not _FREEBASE_ENTITY.match(node[1]):
+        node = node[2]
+    hops: list[str] = []
+    while isinstance(node, list) and len(node) == 3 and node[0] == "JOIN":
+        rel = node[1]
+        if isinstance(rel, str):
+            hops.append("^" + rel)
+        elif isinstance(rel, list) and len(rel) == 2 and rel[0] == "R" and isinstance(rel[1], str):
+            hops.append(rel[1])
+        else:
+            return None
+        node = node[2]
+    if not hops or not isinstance(node, str) or not _FREEBASE_ENTITY.match(node):
+        return None
+    return node, tuple(reversed(hops))
+
+
+def bracket_mention(text: str, name: str) -> str | None:
+    """``text`` with the first whole-word, case-insensitive occurrence of ``name`` in brackets (None
+    when the name does not occur verbatim)."""
+    m = re.search(rf"(?<!\w){re.escape(name.strip())}(?!\w)", text, flags=re.I) if name.strip() else None
+    return f"{text[:m.start()]}[{m.group(0)}]{text[m.end():]}" if m else None
+
+
+def grailqa_question(q: Question) -> Question:
+    """A fragment question with what Keqing needs, from its gold s-expression: for a chain question
+    the topic entity alone as ``topic_entities``, the chain as ``gold_query["path"]`` (``r1/^r2``) and,
+    when its mention occurs verbatim, ``metadata["raw"]`` with the mention in brackets (a question
+    without it never becomes a template). ``metadata["chain"]`` says which kind it is."""
+    found = sexpr_chain(q.gold_query.get("s_expression", ""))
+    meta, gold_query, topics = dict(q.metadata), dict(q.gold_query), list(q.topic_entities)
+    meta["chain"] = found is not None
+    if found:
+        names = dict(zip(meta.get("topic_ids", []), q.topic_entities))
+        topics = [names.get(found[0], found[0])]
+        gold_query["path"] = "/".join(found[1])
+        raw = bracket_mention(q.question, topics[0])
+        if raw:
+            meta["raw"] = raw
+    return replace(q, topic_entities=topics, gold_query=gold_query, metadata=meta)
+
+
+@lru_cache(maxsize=1)
+def _grailqa_split() -> tuple[tuple[Question, ...], tuple[Question, ...]]:
+    ds = load_dataset("grailqa:fragment")
+    ds = Dataset(ds.name, [grailqa_question(q) for q in ds.questions], ds.kg, ds.source_files)
+    pool, test = split_dev_test(ds, GRAILQA_SPLIT_SEED, GRAILQA_POOL_FRACTION,
+                                stratify=lambda q: str(q.metadata.get("level")))
+    return tuple(pool.questions), tuple(test.questions)
+
+
 def keqing_dataset(source: str = "miniworld", part: str | None = None) -> Dataset:
-    """``keqing:miniworld`` (the templated test questions) or ``keqing:metaqa:2hop`` (MetaQA dev
-    without the pool lines; add ``--sample 200``). ``...:pool`` gives the pool instead."""
+    """``keqing:miniworld`` (the templated test questions), ``keqing:metaqa:2hop`` (MetaQA dev
+    without the pool lines; add ``--sample 200``) or ``keqing:grailqa`` (the fragment's questions
+    outside the pool). ``...:pool`` gives the pool instead."""
     want_pool = part == "pool"
+    if source == "grailqa":
+        if part not in (None, "pool"):
+            raise DatasetError(f"keqing:grailqa:{part} is no dataset: use keqing:grailqa (the test questions) or "
+                               "keqing:grailqa:pool")
+        pool, test = _grailqa_split()
+        return Dataset(f"keqing:grailqa{':pool' if want_pool else ''}", list(pool if want_pool else test),
+                       kg=GRAILQA_KG, source_files=list(load_dataset("grailqa:fragment").source_files))
     if source == "miniworld":
         pool, test = _miniworld_split()
         return Dataset(f"keqing:miniworld{':pool' if want_pool else ''}", list(pool if want_pool else test),
                        kg="miniworld", source_files=list(load_dataset("miniworld:templated").source_files))
     if source == "metaqa":
-        if part is None or part == "pool":
-            raise ValueError("use keqing:metaqa:1hop, :2hop or :3hop")
+        if part not in ("1hop", "2hop", "3hop"):
+            raise DatasetError(f"keqing:metaqa{':' + part if part else ''} is no dataset: use keqing:metaqa:1hop, "
+                               ":2hop or :3hop")
         pool, test = _metaqa_split(int(str(part).rstrip("hop")))
         ds = load_dataset(f"metaqa:{part}:dev")
         return Dataset(f"keqing:metaqa:{part}", list(test), kg="metaqa", source_files=ds.source_files)
-    raise ValueError(f"Unknown Keqing source {source!r}: 'miniworld' or 'metaqa'")
+    raise DatasetError(f"Unknown Keqing source {source!r}: 'miniworld', 'metaqa' or 'grailqa'")
 
 
 def pool_for(kg_name: str) -> list[Question]:
     """The training pool of a KG's questions: exemplars and templates come from here only."""
     if kg_name == "metaqa":
         return [q for h in (1, 2, 3) for q in _metaqa_split(h)[0]]
+    if kg_name == GRAILQA_KG:
+        return list(_grailqa_split()[0])
     return list(_miniworld_split()[0])
 
 
@@ -814,7 +911,7 @@ def decomposition_correct(q: Question, steps: Sequence[Step]) -> bool:
 @lru_cache(maxsize=4)
 def bank_for(kg_name: str, phrasings: str = "all") -> TemplateBank:
     """The template bank of a KG's pool (the mini-world's with our phrasings of the relations it has)."""
-    bank = build_template_bank(pool_for(kg_name), phrasings=phrasings, seeds=not kg_name.startswith("metaqa"))
+    bank = build_template_bank(pool_for(kg_name), phrasings=phrasings, seeds=kg_name.startswith("miniworld"))
     usable = [t for t in bank.templates if any(relation_path(kg_name, c) is not None for c in t.chains)]
     return TemplateBank(usable, {c: t for c, t in bank.canonical.items() if relation_path(kg_name, c) is not None})
 

@@ -1,0 +1,189 @@
+"""Keqing (Wang et al.) on GrailQA dev over the shared Freebase fragment, with the local model:
+Hits@1 and F1 overall, by GrailQA level and by chain / non-chain question, beside the paper's
+GrailQA rows (appendix C, Tables 5 and 6); decomposition accuracy on the chain questions; costs.
+
+One cell, the paper's four stages with the default settings, on a seeded sample of ``keqing:grailqa``
+(the fragment's questions outside the pool the templates and exemplars come from, see
+:mod:`kgqa_lib.methods.keqing`). GrailQA's questions and answers must not enter the repository, so the
+saved records are stripped (:func:`strip`): :func:`kgqa_lib.bench.keqing.strip_full`'s fields, plus per
+question its GrailQA level, chain length, whether the template bank covers every hop of its gold chain,
+the decomposition check (chain and seed) and the gold-chain ceiling (the gold chain executed as Keqing
+executes chains) — computed when the record is saved, with the data there; no text, no entity names."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..evaluate.report import summarize
+from .core import Cell, Records, Table, register
+from .keqing import _rate, stage, strip_full
+
+SAMPLE = 200
+LEVELS = ("i.i.d.", "compositional", "zero-shot")
+# Keqing paper, appendix C (GrailQA dev), as (EM, F1) in percent. Table 5: column "Overall";
+# Table 6: columns "IID", "Compositional", "Zero-shot".
+PAPER = {
+    "Keqing-LLaMA (Ours)": {"all": (72.5, 77.8), "i.i.d.": (80.5, 85.6), "compositional": (73.3, 80.1),
+                            "zero-shot": (67.5, 74.7)},
+    "KB-BINDER (Li et al., 2023a)": {"all": (50.6, 56.0), "i.i.d.": (51.9, 57.4), "compositional": (50.6, 56.6),
+                                     "zero-shot": (49.9, 55.1)},
+}
+PAPER_DEV, PAPER_TRAIN = 6763, 44337  # GrailQA dev / train questions (paper, Table 4)
+
+
+# ---------------------------------------------------------------- stripping (with the data)
+@lru_cache(maxsize=1)
+def _questions() -> dict[str, Any]:
+    from ..methods import keqing as K
+
+    return {q.qid: q for q in K.keqing_dataset("grailqa").questions}
+
+
+def gold_chain_score(q, kg) -> dict[str, float]:
+    """Hits@1 and F1 of the question's gold chain executed as Keqing executes a chain: the topic
+    linked by its name, the topic never an answer, answers ordered by support."""
+    from ..evaluate.metrics import score
+    from ..methods import keqing as K
+
+    topic = {v for t in q.topic_entities for v in K.link_seed(t, kg)}
+    tails = K.retrieve_candidates(kg, K.GRAILQA_KG, sorted(topic), [K.gold_chain(q)], topic)[0].tails
+    m = score([K._label(kg, v) for v in tails], q.answers)
+    return {"hits@1": m["hits@1"], "f1": m["f1"]}
+
+
+def grailqa_fields(r: dict[str, Any]) -> dict[str, Any]:
+    """What the report needs of a record beyond :func:`strip_full`: counts and flags only."""
+    from ..evaluate.diagnostics import keqing_decomposition
+    from ..kg import load_named
+    from ..methods import keqing as K
+
+    q = _questions().get(r["qid"])
+    if q is None:
+        raise ValueError(f"{r['qid']} is not a keqing:grailqa test question")
+    chain = K.gold_chain(q)
+    out: dict[str, Any] = {"level": q.metadata.get("level"), "chain": bool(chain), "hops": len(chain)}
+    if chain:
+        kg = load_named(K.GRAILQA_KG)
+        bank = K.bank_for(K.GRAILQA_KG)
+        d = keqing_decomposition(q, r.get("trace") or [], kg)
+        out.update(covered=all((h,) in bank.canonical for h in chain),
+                   decomposition={k: d[k] for k in ("chain_correct", "seed_correct", "correct")},
+                   gold_chain=gold_chain_score(q, kg))
+    return out
+
+
+def strip(r: dict[str, Any]) -> dict[str, Any]:
+    out = strip_full(r)
+    out["grailqa"] = grailqa_fields(r)
+    return out
+
+
+# ---------------------------------------------------------------- report
+def _g(r: dict[str, Any]) -> dict[str, Any]:
+    return r.get("grailqa") or {}
+
+
+def _paper(key: str) -> str:
+    return " | ".join(f"{PAPER[m][key][1] / 100:.3f} ({PAPER[m][key][0] / 100:.3f})" if key in PAPER[m] else "—"
+                      for m in PAPER)
+
+
+def _row(label: str, recs: list[dict[str, Any]], paper_key: str, total: int) -> str:
+    if not recs:
+        return f"| {label} | 0 | | | | | {_paper(paper_key)} |"
+    ceil = [_g(r)["gold_chain"] for r in recs if _g(r).get("gold_chain")]
+    ceiling = (f"{np.mean([c['hits@1'] for c in ceil]):.3f} / {np.mean([c['f1'] for c in ceil]):.3f} (n={len(ceil)})"
+               if ceil else "—")
+    return (f"| {label} | {len(recs)} | {len(recs) / total:.3f} | {_rate([r['metrics']['hits@1'] for r in recs])} | "
+            f"{_rate([r['metrics']['f1'] for r in recs])} | {ceiling} | {_paper(paper_key)} |")
+
+
+def report(records: Records) -> str:
+    from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
+
+    cell = TABLE.cells[0]
+    recs = records(cell.name)
+    lines = ["# Keqing on GrailQA dev, the shared Freebase fragment (local model)", "",
+             f"`{cell.command()}`", "",
+             "The paper's four stages with the default settings (decomposition, top-1 template, chain execution, "
+             "candidate selection by the LLM, response). Questions: a seeded sample of `keqing:grailqa`, the GrailQA "
+             f"dev questions of the shared fragment outside the pool ({GRAILQA_POOL_FRACTION:.0%} of them, seed "
+             f"{GRAILQA_SPLIT_SEED}, stratified by level) that the template bank (its one-hop chain questions) and the "
+             "decomposition exemplars (its chain questions) come from. `chain`: the gold s-expression is a relation "
+             "chain from one entity (the outer answer-type class aside); `non-chain`: constraints, a second entity or "
+             "class, counts, superlatives, comparatives — no gold chain, never a template, answered as Keqing can. "
+             "`covered`: every hop of the gold chain has a template in the bank. `gold-chain ceiling`: the gold chain "
+             "executed as Keqing executes chains (topic linked by name, never an answer), over the row's chain "
+             "questions.", "",
+             "Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
+             f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets, "
+             "as fractions. The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is "
+             "not that metric. Its F1 is answer F1, as ours, but over all "
+             f"{PAPER_DEV:,} dev questions on full Freebase, with templates from {PAPER_TRAIN:,} training questions "
+             "and a fine-tuned LLaMA-7B; here the GrailQA dev sample of KGQA_DATA_DIR (`grailqa_ToG_1000.json`), a "
+             "fragment holding only its questions' gold facts, templates from the pool split of the same questions, "
+             f"and the local model ({', '.join(sorted({str(r.get('model_id')) for r in recs})) or 'not run yet'}) "
+             "without fine-tuning. GrailQA's levels are relative to its training set, which is not here; relative to "
+             "our pool, `covered` says what the bank holds.", ""]
+    head = ("| questions | n | share | Hits@1 [95% CI] | F1 [95% CI] | gold-chain ceiling Hits@1 / F1 | "
+            + " | ".join(f"paper {m}: F1 (EM)" for m in PAPER) + " |")
+    lines += [head, "|" + "---|" * (6 + len(PAPER))]
+    if not recs:
+        lines.append(f"| all | 0 | not run yet ({cell.name}.jsonl) | | | | {_paper('all')} |")
+        for lv in LEVELS:
+            lines.append(f"| {lv} | 0 | not run yet | | | | {_paper(lv)} |")
+        return "\n".join(lines) + "\n"
+    n = len(recs)
+    chain = [r for r in recs if _g(r).get("chain")]
+    rows = [("all", recs, "all")] + [(lv, [r for r in recs if _g(r).get("level") == lv], lv) for lv in LEVELS] + [
+        ("chain", chain, ""), ("— covered", [r for r in chain if _g(r).get("covered")], ""),
+        ("— not covered", [r for r in chain if not _g(r).get("covered")], ""),
+        ("non-chain", [r for r in recs if not _g(r).get("chain")], "")]
+    lines += [_row(label, rs, key, n) for label, rs, key in rows]
+    lines += ["", "## By level and kind", "",
+              "| level | chain: n | covered | Hits@1 | non-chain: n | Hits@1 |", "|---|---|---|---|---|---|"]
+    for lv in LEVELS:
+        c = [r for r in chain if _g(r).get("level") == lv]
+        o = [r for r in recs if _g(r).get("level") == lv and not _g(r).get("chain")]
+        lines.append(f"| {lv} | {len(c)} | {sum(1 for r in c if _g(r).get('covered'))} | "
+                     f"{_rate([r['metrics']['hits@1'] for r in c]) if c else '—'} | {len(o)} | "
+                     f"{_rate([r['metrics']['hits@1'] for r in o]) if o else '—'} |")
+    lines += ["", "## Decomposition (chain questions)", "",
+              "`chain right`: the top-1 templates' chains, concatenated, are the gold chain (the paper's decomposition "
+              "accuracy); `seed right`: the first sub-question's seed names link to the topic entity; `both`: the "
+              "two.", "",
+              "| gold hops | n | chain right [95% CI] | seed right [95% CI] | both [95% CI] | covered | Hits@1 |",
+              "|---|---|---|---|---|---|---|"]
+    for label, rs in [("all", chain)] + [(str(h), [r for r in chain if _g(r).get("hops") == h])
+                                         for h in sorted({_g(r).get("hops") for r in chain})]:
+        if not rs:
+            continue
+        d = [_g(r)["decomposition"] for r in rs]
+        lines.append(f"| {label} | {len(rs)} | {_rate([float(x['chain_correct']) for x in d])} | "
+                     f"{_rate([float(x['seed_correct']) for x in d])} | {_rate([float(x['correct']) for x in d])} | "
+                     f"{sum(1 for r in rs if _g(r).get('covered'))} | {_rate([r['metrics']['hits@1'] for r in rs])} |")
+    row = summarize(recs)
+    calls = {k: sum((r.get("stages") or {}).get("calls", {}).get(k, 0) for r in recs) / n
+             for k in ("decompose", "reasoning", "respond")}
+    unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d.get("error") == "fallback")
+    lines += ["", "## Cost and failures", "",
+              "| n | calls/q (decompose + reasoning + respond) | tokens/q | s/q (mean / median) | unparseable "
+              "decompositions | no answer |", "|---|---|---|---|---|---|",
+              f"| {n} | {row['calls/q']:.2f} ({calls['decompose']:.2f} + {calls['reasoning']:.2f} + "
+              f"{calls['respond']:.2f}) | {row['tokens/q']:.0f} | {row['s/q']:.2f} / "
+              f"{float(np.median([r['seconds'] for r in recs])):.2f} | {unparse} | "
+              f"{sum(1 for r in recs if not r['prediction'])} |", "",
+              "s/q is wall time per question on 2 cores, including stretches where other jobs shared the cores."]
+    return "\n".join(lines) + "\n"
+
+
+TABLE = register(Table(
+    name="keqing_grailqa", title="Keqing on GrailQA dev over the shared Freebase fragment, four stages (local model)",
+    cells=(Cell("keqing_grailqa", "keqing", "keqing:grailqa", SAMPLE,
+                ("--sample", str(SAMPLE), "--llm", "local", "--no-transcripts")),),
+    report=report, output="keqing_grailqa.md", strip=strip, records="keqing_grailqa",
+    source="Keqing paper, appendix C, Tables 5 and 6 (GrailQA dev)",
+))
