@@ -323,7 +323,8 @@ def analysis_report(load: Loader = committed_records, choice: dict[str, Any] | N
             w = qsm_wins(pg, q, thresholds=tuple(dict.fromkeys((thr, 0.0))))
             lines.append(f"| {s} | {part} ({len(pg)}) | {w['qsm right, pgakv wrong']} | {_counts(w['stage'])} | "
                          f"{_counts(w['pruning cause'])} | {_counts(w['gold subject mean cosine'])} | {w['kept in G_g when re-pruned at'][thr]} / {w['pruning losses']} | "
-                         f"{w['kept in G_g when re-pruned at'][0.0]} / {w['pruning losses']} | {w['QSM top-1 cosine (median)']:.3f} |")
+                         f"{w['kept in G_g when re-pruned at'][0.0]} / {w['pruning losses']} | "
+                         f"{'—' if w['QSM top-1 cosine (median)'] is None else format(w['QSM top-1 cosine (median)'], '.3f')} |")
     return "\n".join(lines) + "\n"
 
 

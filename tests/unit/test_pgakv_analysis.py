@@ -87,3 +87,45 @@ def test_qsm_wins_names_the_stage_and_the_pruning_cause():
     assert w["pruning cause"] == {"threshold": 1, "top-k": 1}
     assert w["kept in G_g when re-pruned at"] == {0.5: 1, 0.0: 1}  # the threshold loss comes back; top-k stays lost
     assert w["gold subject mean cosine"]["0.6–0.7"] == 1 and w["gold subject mean cosine"]["≥ 0.7"] == 1
+
+
+def test_a_run_still_in_progress_reads_as_not_run():
+    test = sorted(A.split_qids("simple")[1])
+    full = _loader({("simple", "pgakv_pg"): set(test)})
+    partial = lambda s, run: full(s, run)[:20] if run == "pgakv_pg" else full(s, run)  # noqa: E731
+    assert A.complete_only(partial)("simple", "pgakv_pg") == []
+    assert A.cell_on_test("simple", "pgakv_pg", partial).startswith("not run yet (")
+    assert A.cell_on_test("simple", "pgakv_pg", full) == f"100.0 [100.0, 100.0] (n={len(test)})"
+    assert A.gain_on_test("simple", "pgakv_pg", "cot", partial) == "—"
+    assert A.gain_on_test("simple", "pgakv_pg", "cot", full).startswith("+100.0 [+100.0, +100.0]")
+
+
+def test_the_test_split_report_has_tables_4_and_3_and_the_annotation_rows(monkeypatch):
+    monkeypatch.setattr(A, "attribute_error", lambda r: "verification")  # the synthetic records carry no trace
+    test = {s: A.split_qids(s)[1] for s in A.SETS}
+    right = {(s, "pgakv_pg"): set(test[s]) for s in A.SETS}  # the pseudo-graph run right on every test question
+    right |= {(s, run): set() for s in A.SETS for run in ("io", "cot", "sc", "qsm", "pgakv", "pgakv_thr05", "pgakv_thr05_fb")}
+    text = A.test_split_report(_loader(right))
+    t4 = text[text.index("## The paper's Table 4"):text.index("## The verification-error share")]
+    assert "| multihop | 0.0 [0.0, 0.0] (n=62) | 100.0 [100.0, 100.0] (n=62) |" in t4
+    assert "+100.0 [+100.0, +100.0] (n=62)" in t4 and "QALD-10: CoT 40.5 → 44.4 (+3.9) → 48.6 (+4.2)" in t4
+    t3 = text[text.index("## The paper's Table 3"):text.index("## G_base without")]
+    assert "| simple | 0.0 [0.0, 0.0] (n=113) | freebase | 0.0 [0.0, 0.0] (n=113) | +0.0 [+0.0, +0.0] (n=113) |" in t3
+    assert "SimpleQuestions: 22.0 → 38.2 (+16.2)" in t3
+    # every test question the full run gets wrong, the pseudo-graph run gets right: a 100 % share
+    assert "| simple | PG&AKV (threshold 0.7, the paper's) | 113 | 113 | 100.0 % |" in text
+
+
+def test_verification_changes_counts_kept_removed_corrected_and_added():
+    def trace(sketch, ground, final, deleted, added):
+        return [{"name": "cypher_to_triples", "output": {"triples": sketch}}, {"name": "prune", "output": {"triples": ground}},
+                {"name": "verify", "output": {"triples": final, "deleted": deleted, "added": added}}]
+
+    a, b, c = ["Tbilisi", "country", "Georgia"], ["Georgia", "currency", "Euro"], ["Georgia", "currency", "Georgian lari"]
+    rec = _rec("q1", 1.0, trace=trace([a, b], [c], [a, c], [b], [c]))
+    rec["response"] = "Georgian lari"
+    base = _rec("q1", 0.0)
+    base["response"] = "Euro"
+    got = A.verification_changes([rec], [base])
+    assert (got["kept"], got["removed"], got["corrected"], got["added"], got["added from G_g"]) == (1, 0, 1, 1, 1)
+    assert (got["answer text changed by verification"], got["metric up with verification"]) == (1, 1)
