@@ -34,7 +34,7 @@ def _key(q) -> tuple[str, str]:
     return q.qid, " ".join(q.question.casefold().split())
 
 
-def _seen_by_consumers(monkeypatch, name: str, shots: int) -> dict[str, set[tuple[str, str]]]:
+def _seen_by_consumers(monkeypatch, tmp_path, name: str, shots: int) -> dict[str, set[tuple[str, str]]]:
     """The questions the dense retriever's training (fine-tuned and head), FuSIC's exemplars and
     KB-BINDER's exemplar pool read for ``shots`` target shots."""
     from kgqa_lib import retrieval as R
@@ -53,7 +53,8 @@ def _seen_by_consumers(monkeypatch, name: str, shots: int) -> dict[str, set[tupl
         read.setdefault("kbbinder", set()).update(_key(q) for q in questions)
         return []
 
-    trained = SimpleNamespace(path="unused", losses=[])
+    trained = SimpleNamespace(path=tmp_path / "unused", losses=[], examples=0, steps=0, seconds=0.0)
+    monkeypatch.setattr(FR, "record_path", lambda: tmp_path / "record.jsonl")  # (never the committed record)
     monkeypatch.setattr(FR, "prepared_domain", prepared)
     monkeypatch.setattr(G, "prepared_domain", prepared)
     monkeypatch.setattr(R, "train_dense", lambda examples, **kw: trained)
@@ -73,12 +74,12 @@ def _seen_by_consumers(monkeypatch, name: str, shots: int) -> dict[str, set[tupl
 
 @pytest.mark.parametrize("name", list(F.TASKS))
 @pytest.mark.parametrize("shots", [0, 5, F.SHOT_POOL])
-def test_no_test_question_in_shots_pools_or_retriever_training(monkeypatch, name, shots):
+def test_no_test_question_in_shots_pools_or_retriever_training(monkeypatch, tmp_path, name, shots):
     task = _task_or_skip(name)
     test = {_key(q) for q in task.test}
     test_ids, test_texts = {k[0] for k in test}, {k[1] for k in test}
     assert len(task.pool) == F.SHOT_POOL and len(task.test) >= 80
-    read = _seen_by_consumers(monkeypatch, name, shots)
+    read = _seen_by_consumers(monkeypatch, tmp_path, name, shots)
     assert set(read) == {"training", "exemplars", "kbbinder"}
     for consumer, keys in read.items():
         assert keys, consumer

@@ -76,6 +76,7 @@ from .tasks import (  # noqa: F401
 )
 from .retrieval import (  # noqa: F401
     Prepared,
+    RecordedDense,
     Retrieved,
     _follow,
     _gold_candidates,
@@ -83,10 +84,12 @@ from .retrieval import (  # noqa: F401
     make_retrievers,
     prepare,
     prepared_domain,
+    record_path,
     retrieve,
     trained_head,
     trained_retriever,
     training_examples,
+    training_spec,
 )
 from .reranking import (  # noqa: F401
     Reranked,

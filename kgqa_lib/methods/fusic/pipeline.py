@@ -59,7 +59,10 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
     if not naive or st.naive_entities:
         linking = tr.record("link_entities", link_entities, q, kg, embedder, oracle=s["oracle_linking"],
                             topic_iris=(dom.gold(q).topics if s["oracle_linking"] and dom.gold(q) else ()))
-    retrievers = [] if naive else make_retrievers(s["retrievers"], s["task"], s["shots"], ctx.seed, st.dense_training)
+    # the fine-tuned retriever's rankings are recorded when the LLM's transcripts are (own data only)
+    recording = getattr(getattr(ctx.llm, "cache", None), "transcripts", None) is not None
+    retrievers = [] if naive else make_retrievers(s["retrievers"], s["task"], s["shots"], ctx.seed, st.dense_training,
+                                                  record=recording)
     sizes = context_sizes(len(retrievers), st.context_size)
     contexts: list[Reranked] = []
     if retrievers:

@@ -4,10 +4,13 @@ Also the retrievers' training data and the trained retrievers."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Sequence
 
 from ...datasets import Question
@@ -114,23 +117,153 @@ def prepared_domain(spec: str, qids: tuple[str, ...] | None = None, oracle: bool
     return [prepare(q, dom, oracle=oracle) for q in qs]
 
 
+# ---------------------------------------------------------------------------------------------
+# The dense retriever's rankings, recorded (issue 20 §5): a replay need not train it
+# ---------------------------------------------------------------------------------------------
+RECORD_FILE = "fusic_dense.jsonl"  # data/retriever_cache/: committed, as the LLM transcripts are
+
+
+def record_path() -> Path:
+    from ...paths import data_dir
+
+    return data_dir() / "retriever_cache" / RECORD_FILE
+
+
+_RECORD: dict[str, Any] = {}  # path → {"rank": {(spec, key): pairs}, "training": {spec: reports}}
+
+
+def _record() -> dict[str, Any]:
+    path = record_path()
+    if str(path) not in _RECORD:
+        rank, training = {}, {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                e = json.loads(line)
+                if "training" in e:
+                    training[e["spec"]] = e["training"]
+                else:
+                    rank[e["spec"], e["key"]] = e["ranked"]
+        _RECORD[str(path)] = {"rank": rank, "training": training}
+    return _RECORD[str(path)]
+
+
+def _append(entry: dict[str, Any]) -> None:
+    path = record_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def training_spec(stages: Sequence[Sequence[Any]], epochs: int, seed: int) -> str:
+    """A hash of everything that decides the trained retriever's rankings, the same on every
+    machine: each training stage's examples (the source's, then the target shots'), the base model's
+    name, epochs, seed, :func:`~kgqa_lib.retrieval.train_dense`'s other hyper-parameters (its
+    defaults) and the versions of torch, transformers and sentence-transformers."""
+    import importlib.metadata as md
+    import inspect
+
+    from ...embed import DEFAULT_MODEL
+    from ...retrieval import train_dense
+
+    hyper = {k: p.default for k, p in inspect.signature(train_dense).parameters.items()
+             if p.default is not inspect.Parameter.empty and k not in ("base", "progress", "out_dir")}
+    spec = {"base": DEFAULT_MODEL, "stages": [[e.as_dict() for e in st] for st in stages],
+            "hyper": {**hyper, "epochs": epochs, "seed": seed},
+            "versions": {d: md.version(d) for d in ("torch", "transformers", "sentence-transformers")}}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _rank_key(question: str, texts: Sequence[str], k: int | None) -> str:
+    return hashlib.sha256(json.dumps([question, list(texts), k]).encode()).hexdigest()[:24]
+
+
+class RecordedDense:
+    """The dense retriever of a task whose rankings are recorded: a ranking found in the record
+    (``data/retriever_cache/fusic_dense.jsonl``, keyed by :func:`training_spec` and a hash of the
+    question, the candidates and k — no text is stored) is returned as recorded; a miss trains (or
+    loads from the disk cache) the fine-tuned MiniLM and ranks with it, and, when ``record`` is on
+    (set by :func:`make_retrievers`: a pipeline run on the project's own data whose LLM keeps
+    transcripts, in any mode), appends the ranking and the training report — a replay that missed
+    one trains once and records it, so the next replay does not. The rankings are what
+    :class:`~kgqa_lib.retrieval.DenseRetriever` returns, so a run is the same either way; a replay
+    whose rankings are all recorded never trains. Without a recorded training report for the spec
+    the model is trained at once, as before."""
+
+    name = "dense"
+
+    def __init__(self, spec: str, train, own: bool = False, label: str = "dense") -> None:
+        self.spec, self._train, self.own, self.label = spec, train, own, label
+        self.record = False
+        self._dense = None
+        recorded = _record()["training"].get(spec)
+        if recorded is None:
+            self._model()
+        else:
+            from ...retrieval import TrainingReport, retriever_dir
+
+            self.training = [TrainingReport(retriever_dir() / r["path"], r["examples"], r["steps"], r["seconds"],
+                                            r["losses"], True) for r in recorded]
+
+    def _model(self):
+        if self._dense is None:
+            self._dense = self._train()
+            self.training = self._dense.training
+        return self._dense
+
+    def rank(self, question: str, texts: Sequence[str], k: int | None = None) -> list:
+        from ...retrieval import Ranked
+
+        key = _rank_key(question, texts, k)
+        hit = _record()["rank"].get((self.spec, key))
+        if hit is not None:
+            return [Ranked(i, s) for i, s in hit]
+        ranked = self._model().rank(question, texts, k)
+        if self.record:
+            if self.spec not in _record()["training"]:
+                reports = [{"path": t.path.name, "examples": t.examples, "steps": t.steps, "seconds": round(t.seconds, 2),
+                            "losses": t.losses} for t in self.training]
+                _record()["training"][self.spec] = reports
+                _append({"spec": self.spec, "training": reports})
+            pairs = [[r.index, r.score] for r in ranked]
+            _record()["rank"][self.spec, key] = pairs
+            _append({"spec": self.spec, "key": key, "ranked": pairs})
+        return ranked
+
+    def __repr__(self) -> str:
+        return f"RecordedDense({self.label}, spec={self.spec})"
+
+
+def _own_data(t) -> bool:
+    """Both domains are the project's own data (what ``kgqa run`` keeps transcripts of)."""
+    from ...paths import data_dir
+
+    files = list(t.source.source_files) + list(t.target.source_files)
+    return bool(files) and all(data_dir().resolve() in Path(p).resolve().parents for p in files)
+
+
 @lru_cache(maxsize=8)
 def trained_retriever(task: str, shots: int = 0, epochs: int = 2, seed: int = 0, progress: bool = False):
     """The dense retriever of a task: MiniLM fine-tuned on the source domain (then on ``shots``
-    target questions from the pool). Deterministic and cached on disk."""
+    target questions from the pool). Deterministic and cached on disk; its rankings are recorded
+    (:class:`RecordedDense`: for the project's own data, so a replay of the notebooks need not train)."""
     from ...retrieval import DenseRetriever, train_dense
 
     t = get_task(task, seed)
-    report = train_dense(training_examples(prepared_domain(t.source.name), seed=seed), epochs=epochs, seed=seed,
-                         progress=progress)
-    path, reports = report.path, [report]
-    if shots:
-        few = prepared_domain(t.target.name, tuple(q.qid for q in t.pool[:shots]))
-        ft = train_dense(training_examples(few, seed=seed), base=path, epochs=epochs, seed=seed, progress=progress)
-        path, reports = ft.path, reports + [ft]
-    r = DenseRetriever(path, label="dense")
-    r.training = reports  # type: ignore[attr-defined]
-    return r
+    src = training_examples(prepared_domain(t.source.name), seed=seed)
+    few = training_examples(prepared_domain(t.target.name, tuple(q.qid for q in t.pool[:shots])), seed=seed) \
+        if shots else []
+
+    def train():
+        report = train_dense(src, epochs=epochs, seed=seed, progress=progress)
+        path, reports = report.path, [report]
+        if shots:
+            ft = train_dense(few, base=path, epochs=epochs, seed=seed, progress=progress)
+            path, reports = ft.path, reports + [ft]
+        r = DenseRetriever(path, label="dense")
+        r.training = reports  # type: ignore[attr-defined]
+        return r
+
+    return RecordedDense(training_spec([src, few] if shots else [src], epochs, seed), train, own=_own_data(t))
 
 
 @lru_cache(maxsize=8)
@@ -152,10 +285,13 @@ def trained_head(task: str, shots: int = 0, seed: int = 0):
     return r
 
 
-def make_retrievers(names: str, task: str, shots: int, seed: int = 0, dense_training: str | None = None) -> list[Any]:
+def make_retrievers(names: str, task: str, shots: int, seed: int = 0, dense_training: str | None = None,
+                    record: bool | None = None) -> list[Any]:
     """The retrievers named (comma-separated). ``dense``: trained on the task's source domain (and
     its target shots) as ``dense_training`` says — ``finetune`` (default: the whole MiniLM) or
-    ``head`` (a linear map over frozen embeddings); see the setting of that name."""
+    ``head`` (a linear map over frozen embeddings); see the setting of that name. ``record``: whether
+    the fine-tuned retriever's new rankings are appended to the committed record (the pipeline: its
+    LLM keeps transcripts; only ever for the project's own data; None: unchanged, initially off)."""
     from ...retrieval import BM25Retriever, DenseRetriever
     from .settings import FuSICSettings
 
@@ -168,8 +304,10 @@ def make_retrievers(names: str, task: str, shots: int, seed: int = 0, dense_trai
         if n == "bm25":
             out.append(BM25Retriever())
         elif n == "dense":
-            out.append(trained_head(task, shots, seed=seed) if dense_training == "head"
-                       else trained_retriever(task, shots, seed=seed))
+            r = trained_head(task, shots, seed=seed) if dense_training == "head" else trained_retriever(task, shots, seed=seed)
+            if record is not None and isinstance(r, RecordedDense):
+                r.record = record and r.own
+            out.append(r)
         elif n == "minilm":  # the untrained encoder, for the ablation "does source training help?"
             out.append(DenseRetriever(None, label="minilm"))
         else:
