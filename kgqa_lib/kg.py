@@ -418,7 +418,11 @@ class EmbeddedKG(KGBase):
         from .query_worker import StoreSource
 
         if self.store_dir:
-            self.store.flush()
+            try:
+                self.store.flush()  # a store we write: its last writes reach the disk before the worker reads it
+            except (OSError, RuntimeError) as exc:
+                if "read-write" not in str(exc):  # opened read-only (another process holds it): nothing to flush
+                    raise
             return StoreSource(path=str(self.store_dir.resolve()), generation=self._generation)
         return StoreSource(nquads=self.store.dump(format=ox.RdfFormat.N_QUADS), generation=self._generation)
 

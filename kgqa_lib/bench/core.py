@@ -51,7 +51,10 @@ class Cell:
         return ["--method", self.method, "--dataset", self.dataset, *self.args, "--out", str(out)]
 
     def command(self) -> str:
-        return "kgqa run " + " ".join(self.argv(f"results/runs/{self.name}.jsonl"))
+        """The command as a shell reads it (``fusic:a>b`` quoted)."""
+        import shlex
+
+        return "kgqa run " + " ".join(shlex.quote(a) for a in self.argv(f"results/runs/{self.name}.jsonl"))
 
 
 class Records:
@@ -234,7 +237,11 @@ def save(table: Table, runs: Path | None = None, cells: list[Cell] | None = None
 
     runs = Path(runs) if runs is not None else runs_dir()
     paths = [runs / f"{c.name}.jsonl" for c in (cells or table.cells)]
-    return save_runs([p for p in paths if p.exists()], table.records_dir, table.strip)
+    strip = table.strip
+    # records restored from the saved copies (a resumed run on another machine) are stripped already:
+    # stripping them again would drop what only the full record could give
+    transform = None if strip is None else (lambda r: r if r.get("stripped") else strip(r))
+    return save_runs([p for p in paths if p.exists()], table.records_dir, transform)
 
 
 def restore(table: Table, runs: Path | None = None) -> dict[str, str]:

@@ -184,3 +184,27 @@ def test_the_old_script_flags_still_work(tmp_path):
     finally:
         sys.argv = argv
     assert exc.value.code == 0
+
+
+def test_restored_records_are_not_stripped_twice(tmp_path, monkeypatch):
+    """A resumed run on a fresh machine restores the stripped records into the live file; saving
+    again must keep what only the full record could give (a strip function is not idempotent)."""
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    strip = lambda r: {"qid": r["qid"], "words": len(r["question"].split()), "stripped": True}  # noqa: E731
+    t = core.Table(name="fake_s", title="fake", cells=(core.Cell("fake_s", "io", "tiny:films", 2),),
+                   report=lambda rs: "", output="fake_s.md", strip=strip)
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "fake_s.jsonl").write_text(json.dumps(_rec(0)) + "\n")
+    bench.save(t, runs)
+    (runs / "fake_s.jsonl").unlink()
+    bench.restore(t, runs)
+    with open(runs / "fake_s.jsonl", "a") as fh:
+        fh.write(json.dumps(_rec(1)) + "\n")  # the resumed run's next question
+    bench.save(t, runs)
+    assert [r["words"] for r in core.Records(t)("fake_s")] == [2, 2]
+
+
+def test_printed_commands_are_shell_quoted():
+    cell = core.Cell("x", "fusic", "fusic:mw-wd>metaqa:test-1hop", 1, ("--set", "task=mw-wd>metaqa"))
+    assert "--dataset 'fusic:mw-wd>metaqa:test-1hop'" in cell.command() and "'task=mw-wd>metaqa'" in cell.command()
