@@ -16,8 +16,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from kgqa_lib import miniworld as mw
-from kgqa_lib.kg import load_rdf
+from kgqa_lib.data import miniworld as mw
+from kgqa_lib.kg.graph import load_rdf
 
 SEED = 0
 

@@ -90,9 +90,9 @@ def compute_ceiling(hops: int, qids: set[str]) -> tuple[float, int]:
     """Hits@1 of executing the *gold* relation path from the topic entity (topic excluded at every
     hop), answers ordered as Keqing orders them: what a perfect decomposition and matching would
     score on this KB. Needs KGQA_DATA_DIR; returns (nan, 0) without it."""
-    from ..datasets import DatasetNotFound, load_dataset
+    from ..data.datasets import DatasetNotFound, load_dataset
     from ..evaluate.metrics import score
-    from ..kg import load_named
+    from ..kg.graph import load_named
     from ..methods import keqing as K
 
     try:

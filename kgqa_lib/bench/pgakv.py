@@ -135,7 +135,7 @@ TABLE = register(Table(
 # without the dataset's topic-entity annotations. Cells share the folder of pgakv_t2 (the loader of
 # kgqa_lib.evaluate.pgakv_analysis reads ``t2_<set>.<run>``); the Table 2 baselines and the
 # threshold runs on simple/multi-hop are the full-set cells above, restricted to the test qids.
-TEST_SIZES = {"simple": 113, "multihop": 62, "open": 50}  # kgqa_lib.datasets.split_dev_test, seed 0
+TEST_SIZES = {"simple": 113, "multihop": 62, "open": 50}  # kgqa_lib.data.datasets.split_dev_test, seed 0
 CHOSEN = ("--set", "threshold=0.5")  # chosen on dev (results/bench/pgakv_test.md, first section)
 NO_ANNOTATION = ("--set", "use_topic_entities=false", "--set", "link_question=true")
 TEST_CELLS = (

@@ -51,8 +51,8 @@ def _committed(part: str, run: str) -> list[dict[str, Any]]:
 
 
 def split_qids(part: str) -> tuple[set[str], set[str]]:
-    """(dev qids, test qids) of a mini-world set (:func:`kgqa_lib.datasets.split_dev_test`)."""
-    from ..datasets import MINIWORLD_DEV_FRACTION, load_dataset
+    """(dev qids, test qids) of a mini-world set (:func:`kgqa_lib.data.datasets.split_dev_test`)."""
+    from ..data.datasets import MINIWORLD_DEV_FRACTION, load_dataset
 
     test = {q.qid for q in load_dataset(f"miniworld:{part}:test")}
     dev = {q.qid for q in load_dataset(f"miniworld:{part}:dev")} if MINIWORLD_DEV_FRACTION[part] else set()
@@ -141,10 +141,10 @@ def table2_test_report(load: Loader = committed_records, choice: dict[str, Any] 
     chosen_run, thr = choice["choice"]["run"], choice["choice"]["threshold"]
     tests = {s: split_qids(s)[1] for s in SETS}
     recs = lambda s, run: restrict(load(s, run), tests[s])  # noqa: E731
-    from ..datasets import MINIWORLD_DEV_FRACTION, MINIWORLD_SPLIT_SEED
+    from ..data.datasets import MINIWORLD_DEV_FRACTION, MINIWORLD_SPLIT_SEED
 
     lines = ["# PG&AKV, Table 2 on the test splits (settings chosen on dev)\n",
-             f"Splits (`kgqa_lib.datasets.split_dev_test`, seed {MINIWORLD_SPLIT_SEED}, stratified by question type: "
+             f"Splits (`kgqa_lib.data.datasets.split_dev_test`, seed {MINIWORLD_SPLIT_SEED}, stratified by question type: "
              "simple by ambiguous/temporal/recent flags, multi-hop by logical form, open by style): "
              + ", ".join(f"{s} {len(split_qids(s)[0])} dev / {len(tests[s])} test (dev fraction "
                          f"{MINIWORLD_DEV_FRACTION[s]})" for s in SETS)

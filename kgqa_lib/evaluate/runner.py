@@ -36,12 +36,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..datasets import Dataset
+from ..data.datasets import Dataset
 from ..errors import InfrastructureError, UserError
-from ..llm import ReplayMiss, track_usage
+from ..llm.chat import ReplayMiss, track_usage
 from ..methods import Context, MethodResult, get_method
 from ..paths import results_dir
-from ..prompting import load_prompt
+from ..llm.prompting import load_prompt
 from .metrics import score
 
 
@@ -376,7 +376,7 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
     concurrently in threads (for remote LLMs/endpoints; the local model serialises its calls);
     records are appended as questions finish, and the result list is in dataset order either way.
     ``workers`` is not part of the config: results do not depend on it. Nor is ``shard`` = (i, n)
-    (``dataset`` is then shard i of n, :meth:`~kgqa_lib.datasets.Dataset.shard`): each record gets
+    (``dataset`` is then shard i of n, :meth:`~kgqa_lib.data.datasets.Dataset.shard`): each record gets
     ``"shard": [i, n]``, which :func:`~kgqa_lib.evaluate.report.report` uses to merge the n files.
 
     Raises :class:`RunLocked` when another process writes ``out``, and :class:`RunIncomplete`

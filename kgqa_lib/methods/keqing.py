@@ -38,11 +38,11 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from ..datasets import Dataset, Question, load_dataset
-from ..embed import cosine_topk
-from ..parse import clean_text
+from ..data.datasets import Dataset, Question, load_dataset
+from ..embed.embedder import cosine_topk
+from ..llm.parse import clean_text
 from ..paths import data_dir
-from ..prompting import load_prompt
+from ..llm.prompting import load_prompt
 from .base import Context, MethodResult, Settings, Stage, Tracer, register_method, setting
 
 MASK = "[mask]"
@@ -400,7 +400,7 @@ def relation_path(kg_name: str, chain: Sequence[str]) -> list[str] | None:
     """A chain in the KG's own relations (the mini-world's are Wikidata-like ``P`` ids); None
     when the KG has no such relation."""
     if kg_name.startswith("miniworld"):
-        from ..miniworld import PROPERTIES, schema_path
+        from ..data.miniworld import PROPERTIES, schema_path
 
         if any(c.lstrip("^") not in PROPERTIES for c in chain):
             return None
@@ -844,7 +844,7 @@ def _kg_name(ctx: Context) -> str:
     """The schema the template bank is built for; a SPARQL endpoint names it by its profile."""
     name = KeqingSettings.of(ctx).kg or "miniworld"
     if name.startswith("sparql+"):
-        from ..remote import parse_kg_url
+        from ..kg.remote import parse_kg_url
 
         name = parse_kg_url(name)[1].get("profile", "wikidata")
     return {"miniworld:wikidata": "miniworld"}.get(name, name)

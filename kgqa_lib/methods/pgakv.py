@@ -24,8 +24,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..datasets import Question
-from ..parse import extract_braced_answers
+from ..data.datasets import Question
+from ..llm.parse import extract_braced_answers
 from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 from .baselines import Generation, generate, open_text as _open_text
 
@@ -518,7 +518,7 @@ def subgraph(kg, seeds: list[str], max_triples: int = 3000) -> list:
 
 def semantic_query(question: Question, pg: PseudoGraph, ctx: Context, top_k: int = 10) -> Retrieval:
     """Top-``top_k`` KG triples per pseudo-triple by cosine of Sentence-BERT embeddings."""
-    from ..embed import EmbeddingIndex
+    from ..embed.embedder import EmbeddingIndex
 
     kg, embedder = ctx.kg, ctx.embedder
     s = PGAKVSettings.of(ctx)
@@ -623,7 +623,7 @@ class Verification:
 
 def verify(question: str, pg: PseudoGraph, ground: GroundGraph, ctx: Context) -> Verification:
     """The LLM keeps, deletes, replaces and adds triples of ``G_p`` using the ground graph ``G_g``."""
-    from ..prompting import load_prompt
+    from ..llm.prompting import load_prompt
 
     prompt = load_prompt("pgakv_verify")
     s = PGAKVSettings.of(ctx)
@@ -645,7 +645,7 @@ def verify(question: str, pg: PseudoGraph, ground: GroundGraph, ctx: Context) ->
 
 def answer_from_triples(question: Question, triples: list[PTriple], ctx: Context) -> Generation:
     """Answer from the verified graph ``G_f``: braces for factoid questions, prose for open ones."""
-    from ..prompting import load_prompt
+    from ..llm.prompting import load_prompt
 
     name = "pgakv_answer_open" if question.kind == "open" else "pgakv_answer"
     messages = load_prompt(name).messages(triples=format_triples(triples), question=question.question)
@@ -749,7 +749,7 @@ def self_consistency(q: Question, ctx: Context) -> MethodResult:
 def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retrieval:
     """QSM: embed the question itself and take the ``top_n`` closest KG triples around the
     entities it names."""
-    from ..embed import EmbeddingIndex
+    from ..embed.embedder import EmbeddingIndex
 
     kg = ctx.kg
     seeds = base_seeds(question, [], kg, QSMSettings.of(ctx))

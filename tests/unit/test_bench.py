@@ -82,7 +82,7 @@ def test_the_recorded_commands_made_the_records():
 
 
 def test_planned_sizes_of_our_own_sets():
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
 
     for c in bench.get_table("pgakv_t2").cells:
         assert c.planned == len(load_dataset(c.dataset)), c.name

@@ -136,7 +136,7 @@ def test_the_table_has_the_twenty_kinds_of_the_issue():
 
 def test_a_local_base_url_needs_no_key_openai_s_own_does(monkeypatch):
     from kgqa_lib.errors import SetupError
-    from kgqa_lib.llm import check_llm
+    from kgqa_lib.llm.chat import check_llm
 
     for var in ("OPENAI_API_KEY", "KGQA_LLM_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)

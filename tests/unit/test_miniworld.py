@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from kgqa_lib import miniworld as mw
-from kgqa_lib.datasets import load_dataset
+from kgqa_lib.data import miniworld as mw
+from kgqa_lib.data.datasets import load_dataset
 from kgqa_lib.paths import repo_root
 
 SETS = {"simple": 60, "multihop": 60, "open": 40, "templated": 60}

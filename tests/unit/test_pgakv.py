@@ -78,7 +78,7 @@ def test_majority_vote_and_central_sample():
 
 
 def test_prompts_with_turns_become_a_dialogue():
-    from kgqa_lib.prompting import load_prompt
+    from kgqa_lib.llm.prompting import load_prompt
 
     msgs = load_prompt("pgakv_pseudo").messages(question="Who directed Alien?")
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]

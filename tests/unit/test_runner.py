@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.evaluate.report import format_table, report, summarize
 from kgqa_lib.evaluate.runner import read_records, run
-from kgqa_lib.llm import LLM, LLMCache
+from kgqa_lib.llm.chat import LLM, LLMCache
 from kgqa_lib.methods import Context, MethodResult, register_method
 
 
@@ -84,9 +84,9 @@ def test_sigkill_midway_then_resume_loses_and_duplicates_nothing(tmp_path, worke
     script = tmp_path / "slow_run.py"
     script.write_text(textwrap.dedent(f"""
         import time
-        from kgqa_lib.datasets import Dataset, Question
+        from kgqa_lib.data.datasets import Dataset, Question
         from kgqa_lib.evaluate.runner import run
-        from kgqa_lib.llm import LLM, LLMCache
+        from kgqa_lib.llm.chat import LLM, LLMCache
         from kgqa_lib.methods import Context, MethodResult, register_method
 
         class Slow:
@@ -194,7 +194,7 @@ def _outage_method(name, outage):
 @pytest.mark.parametrize("workers", [1, 3])
 def test_endpoint_outage_is_not_an_answer_and_resume_retries(tmp_path, workers):
     """Today every question is recorded as `exception:EndpointError`, scored 0, and skipped by a resume."""
-    from kgqa_lib.remote import EndpointError
+    from kgqa_lib.kg.remote import EndpointError
 
     outage = _Outage(EndpointError)
     method = _outage_method(f"_outage_{workers}", outage)
@@ -216,7 +216,7 @@ def test_endpoint_outage_is_not_an_answer_and_resume_retries(tmp_path, workers):
 
 
 def test_isolated_outage_goes_on_and_is_retried(tmp_path):
-    from kgqa_lib.llm import LLMEndpointError
+    from kgqa_lib.llm.chat import LLMEndpointError
 
     outage = _Outage(LLMEndpointError, only={"q2"})
     method = _outage_method("_outage_one", outage)
@@ -239,7 +239,7 @@ def test_replay_miss_is_not_an_answer_and_says_how_to_record(tmp_path):
         run("_echo_last_word", _ds(6), replay, out, progress=False)
     msg = str(ei.value)
     assert "\n" not in msg and re.search(r"^6 questions not answered.*no recorded response of fixed.*--llm-mode auto", msg), msg
-    from kgqa_lib.llm import ReplayMiss
+    from kgqa_lib.llm.chat import ReplayMiss
 
     assert isinstance(ei.value.__cause__, ReplayMiss) and read_records(out) == []
 
@@ -257,7 +257,7 @@ def test_runs_from_the_old_runner_with_outage_records_are_retried(tmp_path):
 
 
 def test_method_failures_stay_scored_answers(tmp_path):
-    from kgqa_lib.kg import QueryTimeout
+    from kgqa_lib.kg.graph import QueryTimeout
 
     @register_method("_timeout_is_the_query")
     def _m(q, ctx):
@@ -269,7 +269,7 @@ def test_method_failures_stay_scored_answers(tmp_path):
 
 def test_fusic_execution_lets_an_endpoint_outage_through():
     from kgqa_lib.methods.fusic import PROFILES, execute_query
-    from kgqa_lib.remote import EndpointError
+    from kgqa_lib.kg.remote import EndpointError
 
     class DownKG:
         def sparql(self, *a, **k):
@@ -298,7 +298,7 @@ def test_overwrite_keeps_the_old_file_until_a_new_answer_exists(tmp_path):
     with pytest.raises(_Crash):  # a crash (kill, ^C) before the first new answer
         run("_crash_first", _ds(3), _ctx(tmp_path), out, progress=False, overwrite=True)
     assert out.read_bytes() == old
-    from kgqa_lib.remote import EndpointError
+    from kgqa_lib.kg.remote import EndpointError
 
     method = _outage_method("_outage_overwrite", _Outage(EndpointError))
     with pytest.raises(R.RunIncomplete):  # an outage: nothing answered, the old run stays
@@ -313,9 +313,9 @@ def test_overwrite_keeps_the_old_file_until_a_new_answer_exists(tmp_path):
 
 _LOCK_SCRIPT = """
 import sys, time
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.evaluate.runner import run
-from kgqa_lib.llm import LLM, LLMCache
+from kgqa_lib.llm.chat import LLM, LLMCache
 from kgqa_lib.methods import Context, MethodResult, register_method
 
 class Slow:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
-from ...datasets import Question
+from ...data.datasets import Question
 from .candidates import ASPECTS, Candidate, Candidates, Hop, enumerate_candidates
 from .gold import Gold
 from .linking import Linking, link_entities
@@ -89,7 +89,7 @@ def prepare(q: Question, domain: Domain, embedder=None, oracle: bool = False) ->
 
 def training_examples(prepared: Sequence[Prepared], negatives: int = 8, seed: int = 0) -> list:
     """(question, gold candidate text, other candidates) for every aspect with a gold element."""
-    from ...retrieval import TrainingExample
+    from ...embed.retrieval import TrainingExample
 
     rng = random.Random(seed)
     out = []
@@ -118,7 +118,7 @@ def prepared_domain(spec: str, qids: tuple[str, ...] | None = None, oracle: bool
 def trained_retriever(task: str, shots: int = 0, epochs: int = 2, seed: int = 0, progress: bool = False):
     """The dense retriever of a task: MiniLM fine-tuned on the source domain (then on ``shots``
     target questions from the pool). Deterministic and cached on disk."""
-    from ...retrieval import DenseRetriever, train_dense
+    from ...embed.retrieval import DenseRetriever, train_dense
 
     t = get_task(task, seed)
     report = train_dense(training_examples(prepared_domain(t.source.name), seed=seed), epochs=epochs, seed=seed,
@@ -138,7 +138,7 @@ def trained_head(task: str, shots: int = 0, seed: int = 0):
     """The dense retriever of a task trained in seconds (issue 20 §5): a linear map over the frozen
     MiniLM's question embeddings, trained on the source domain, then on ``shots`` target questions
     from the pool (the same training examples as :func:`trained_retriever`)."""
-    from ...retrieval import HeadRetriever, train_head
+    from ...embed.retrieval import HeadRetriever, train_head
 
     t = get_task(task, seed)
     weight, report = train_head(training_examples(prepared_domain(t.source.name), seed=seed), seed=seed)
@@ -156,7 +156,7 @@ def make_retrievers(names: str, task: str, shots: int, seed: int = 0, dense_trai
     """The retrievers named (comma-separated). ``dense``: trained on the task's source domain (and
     its target shots) as ``dense_training`` says — ``finetune`` (default: the whole MiniLM) or
     ``head`` (a linear map over frozen embeddings); see the setting of that name."""
-    from ...retrieval import BM25Retriever, DenseRetriever
+    from ...embed.retrieval import BM25Retriever, DenseRetriever
     from .settings import FuSICSettings
 
     dense_training = dense_training or FuSICSettings().dense_training

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ...datasets import Dataset, Question
+from ...data.datasets import Dataset, Question
 from .gold import Gold, gold_of
 from .schema import SchemaProfile, profile_for
 
@@ -23,7 +23,7 @@ DOMAINS = {
     "mw-all": ("miniworld", ("simple", "multihop"), ("g_", "t_", "p_", "f_")),
     "metaqa": ("metaqa", ("1hop", "2hop"), ()),
     "grailqa": ("grailqa", ("dev",), ()),  # ORACLE: each question on its own answer-bearing slice
-    # one shared graph of every question's gold facts (kgqa_lib.grailqa_fragment), split by domain
+    # one shared graph of every question's gold facts (kgqa_lib.kg.grailqa_fragment), split by domain
     "grailqa-nontech": ("grailqa-fragment", ("fragment-nontech",), ()),
     "grailqa-tech": ("grailqa-fragment", ("fragment-tech",), ()),  # GrailQA-Tech: grailqa_fragment.TECH_DOMAINS
 }
@@ -56,7 +56,7 @@ class Domain:
     def kg_for(self, q: Question):
         """The KG a question is asked against: the domain's, or (GrailQA) the question's own slice."""
         if self.kg_name == "grailqa":
-            from ...grailqa import slice_kg
+            from ...data.grailqa import slice_kg
 
             return slice_kg(q.qid)
         return self.kg
@@ -66,7 +66,7 @@ class Domain:
 
 
 def _domain_questions(name: str, metaqa_n: int, seed: int) -> tuple[list[Question], list]:
-    from ...datasets import load_dataset
+    from ...data.datasets import load_dataset
 
     _, sets, prefixes = DOMAINS[name]
     qs, files = [], []
@@ -90,7 +90,7 @@ def _domain_questions(name: str, metaqa_n: int, seed: int) -> tuple[list[Questio
 @lru_cache(maxsize=8)
 def load_domain(spec: str, metaqa_n: int = 400, seed: int = 0) -> Domain:
     """``mw-geo@wikidata`` → the geography/technology questions on the Wikidata-like KG."""
-    from ...kg import load_named
+    from ...kg.graph import load_named
 
     name, _, schema = spec.partition("@")
     if name not in DOMAINS:

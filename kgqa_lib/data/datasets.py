@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UserError
-from .paths import data_dir, external_data_dir
+from ..errors import UserError
+from ..paths import data_dir, external_data_dir
 
 
 @dataclass
@@ -332,13 +332,13 @@ _LOADERS: dict[str, Callable[..., Dataset]] = {
     "miniworld": load_miniworld,
     "metaqa": lambda part="1hop", split="dev": load_metaqa(part, split),
     "tiny": lambda part="films", split=None: load_tiny(part),
-    "grailqa": lambda part="dev", split=None: __import__("kgqa_lib.grailqa", fromlist=["load_grailqa"]).load_grailqa(part),
+    "grailqa": lambda part="dev", split=None: __import__("kgqa_lib.data.grailqa", fromlist=["load_grailqa"]).load_grailqa(part),
     # FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
     "fusic": lambda task, split="test": __import__("kgqa_lib.methods.fusic", fromlist=["task_dataset"]).task_dataset(task, split),
     # Freebase/Wikidata benchmarks (KGQA_DATA_DIR): ``qald10:tog|full``, ``simplequestions:tog``, ``webqsp:test|grasp``
-    "qald10": lambda part="tog", split=None: __import__("kgqa_lib.benchmarks", fromlist=["load_qald10"]).load_qald10(part),
-    "simplequestions": lambda part="tog", split=None: __import__("kgqa_lib.benchmarks", fromlist=["load_simplequestions"]).load_simplequestions(part),
-    "webqsp": lambda part="test", split=None: __import__("kgqa_lib.benchmarks", fromlist=["load_webqsp"]).load_webqsp(part),
+    "qald10": lambda part="tog", split=None: __import__("kgqa_lib.data.benchmarks", fromlist=["load_qald10"]).load_qald10(part),
+    "simplequestions": lambda part="tog", split=None: __import__("kgqa_lib.data.benchmarks", fromlist=["load_simplequestions"]).load_simplequestions(part),
+    "webqsp": lambda part="test", split=None: __import__("kgqa_lib.data.benchmarks", fromlist=["load_webqsp"]).load_webqsp(part),
     # Keqing: ``keqing:miniworld`` / ``keqing:metaqa:2hop`` = what is evaluated; ``keqing:miniworld:pool`` its pool
     "keqing": lambda source="miniworld", part=None: __import__("kgqa_lib.methods.keqing", fromlist=["keqing_dataset"]).keqing_dataset(source, part),
 }

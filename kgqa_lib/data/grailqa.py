@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .datasets import Dataset, DatasetNotFound, Question
-from .paths import external_data_dir
+from ..paths import external_data_dir
 
 FB = "http://rdf.freebase.com/ns/"
 NAME, TYPE = FB + "type.object.name", FB + "type.object.type"
@@ -49,7 +49,7 @@ def usable(raw: dict[str, Any]) -> bool:
 
 
 def with_prefix(sexpr: str) -> str:
-    """GrailQA's bare ids (``theater.play``, ``m.0yrlqjm``) as ``ns:`` names, for :mod:`kgqa_lib.sexpr`."""
+    """GrailQA's bare ids (``theater.play``, ``m.0yrlqjm``) as ``ns:`` names, for :mod:`kgqa_lib.kg.sexpr`."""
     return re.sub(r"(?<=[\s(])([^\s()]+)", lambda m: "ns:" + m.group(1) if _ID.match(m.group(1)) and
                   m.group(1) not in ("R",) else m.group(1), sexpr)
 
@@ -69,9 +69,9 @@ def load_grailqa(part: str = "dev", split: str | None = None) -> Dataset:
     """The usable questions of ToG's GrailQA dev sample (``grailqa:dev``, asked against their own
     answer-bearing slices: the *oracle* setting, KG ``grailqa``). ``grailqa:fragment`` (and
     ``:fragment-tech`` / ``:fragment-nontech``): every question on ONE shared graph, KG
-    ``grailqa-fragment`` (:mod:`kgqa_lib.grailqa_fragment`)."""
+    ``grailqa-fragment`` (:mod:`kgqa_lib.kg.grailqa_fragment`)."""
     if part.startswith("fragment"):
-        from .grailqa_fragment import load_fragment
+        from ..kg.grailqa_fragment import load_fragment
 
         return load_fragment(part)
     if part != "dev":
@@ -159,7 +159,7 @@ def question_ntriples(q: Question, distractors: int = 3, seed: int = 0) -> str:
 
 
 def _empty_kg(name: str):
-    from .kg import EmbeddedKG
+    from ..kg.graph import EmbeddedKG
 
     return EmbeddedKG(namespace=FB, name=name, entity_ns=FB, relation_ns=FB, label_predicate=NAME,
                       alias_predicate=FB + "common.topic.alias", description_predicate=FB + "common.topic.description")

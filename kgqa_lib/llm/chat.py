@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
-from . import _sqlite
-from .errors import InfrastructureError, SetupError, UsageError
-from .paths import data_dir, user_cache_dir
+from .. import _sqlite
+from ..errors import InfrastructureError, SetupError, UsageError
+from ..paths import data_dir, user_cache_dir
 
 MODES = ("auto", "replay", "live")
 

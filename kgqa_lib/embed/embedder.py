@@ -29,9 +29,9 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _sqlite
-from .llm import CacheCorrupt, CacheRecoveredWarning, _is_corrupt, _move_aside
-from .paths import user_cache_dir
+from .. import _sqlite
+from ..llm.chat import CacheCorrupt, CacheRecoveredWarning, _is_corrupt, _move_aside
+from ..paths import user_cache_dir
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedStats", "EmbeddingIndex", "cosine_topk"]
 
@@ -125,7 +125,7 @@ class Embedder:
     memo_size: how many vectors the in-process memo keeps (oldest dropped first; 0 disables it).
     recover: a damaged cache file is moved aside to ``<name>.corrupt-<timestamp>`` and started
         afresh (vectors are re-encoded on demand), with a warning; ``False`` raises
-        :class:`~kgqa_lib.llm.CacheCorrupt` instead.
+        :class:`~kgqa_lib.llm.chat.CacheCorrupt` instead.
 
     The model loads lazily on the first cache miss, so a fully cached encode never loads it.
     """

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .paths import data_dir
+from ..paths import data_dir
 
 SOURCE_DIR_NAME = "source"
 DOMAINS = ("geography", "films", "people", "technology")
@@ -399,7 +399,7 @@ def out_dir() -> Path:
 
 def load_kg(schema: str = "wikidata", path: Path | None = None):
     """The mini-world KG in one schema (``wikidata`` or ``freebase``), with its ontology."""
-    from .kg import load_rdf
+    from ..kg.graph import load_rdf
 
     if schema not in ("wikidata", "freebase"):
         raise ValueError("schema must be 'wikidata' or 'freebase'")

@@ -1,11 +1,11 @@
 """Loaders for the Freebase/Wikidata benchmarks, read through ``$KGQA_DATA_DIR`` (never copied
 into the repository): QALD-10 (the QALD JSON and ToG's 333-question English subset),
 SimpleQuestions (ToG's 1,000), WebQSP (test names; the 100 with original parses). GrailQA lives in
-:mod:`kgqa_lib.grailqa`.
+:mod:`kgqa_lib.data.grailqa`.
 
 Every question carries its topic entities' ids in ``metadata["topic_ids"]`` (Wikidata QIDs or
 Freebase mids) and its KG profile in ``metadata["profile"]`` — what
-:mod:`kgqa_lib.slices` needs to cut a per-question KG slice from an endpoint.
+:mod:`kgqa_lib.kg.slices` needs to cut a per-question KG slice from an endpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .datasets import Dataset, DatasetNotFound, Question, _external_root
-from .paths import external_data_dir
+from ..paths import external_data_dir
 
 WHERE = {
     "qald10": ("qald10", "QALD-10 (KGQA/QALD-10 on GitHub, MIT): qald_10.json; ToG's English subset "
