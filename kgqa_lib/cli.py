@@ -91,7 +91,7 @@ def default_kg(dataset: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .data.datasets import load_dataset
+    from .registry import load_dataset
     from .evaluate.report import format_table, summarize
     from .evaluate.runner import run
     from .llm.chat import check_llm, make_llm
@@ -118,9 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     kg = embedder = None
     if args.kg or args.method in KG_METHODS:
         from .embed.embedder import Embedder
-        from .kg.graph import load_named
-
         from .kg.remote import redact_url
+        from .registry import load_named
 
         kg_name = args.kg or ds.kg or default_kg(args.dataset)
         settings["kg"] = redact_url(kg_name)  # run records never hold endpoint credentials
@@ -257,7 +256,7 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def cmd_slices(args: argparse.Namespace) -> int:
-    from .data.datasets import load_dataset
+    from .registry import load_dataset
     from .kg.slices import build_slices, summary
 
     ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)

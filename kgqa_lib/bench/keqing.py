@@ -92,7 +92,7 @@ def compute_ceiling(hops: int, qids: set[str]) -> tuple[float, int]:
     score on this KB. Needs KGQA_DATA_DIR; returns (nan, 0) without it."""
     from ..data.datasets import DatasetNotFound, load_dataset
     from ..evaluate.metrics import score
-    from ..kg.graph import load_named
+    from ..kg.sources import load_named
     from ..methods import keqing as K
 
     try:

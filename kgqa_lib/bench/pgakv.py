@@ -7,7 +7,8 @@ The mini-world is our own data, so the records are saved whole (``results/bench/
 from __future__ import annotations
 
 from ..evaluate.report import best_baseline_gain, format_gain, paired_gain, summarize
-from ..methods.pgakv import ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep, stage_output
+from ..evaluate.pgakv_analysis import ERROR_STAGES, attribute_error, gold_funnel, pruning_sweep
+from ..methods.pgakv import cypher_statistics, stage_output
 from .core import Cell, Records, Table, register
 
 SETS = ("simple", "multihop", "open")

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .datasets import Dataset, DatasetNotFound, Question, _external_root
+from .datasets import Dataset, DatasetNotFound, Question, _external_root, register
 from ..paths import external_data_dir
 
 WHERE = {
@@ -132,3 +132,8 @@ def topic_ids(q: Question) -> list[str]:
         return [n["id"] for n in gq["nodes"] if n.get("node_type") == "entity"]
     return []
 
+
+# Freebase/Wikidata benchmarks (KGQA_DATA_DIR): ``qald10:tog|full``, ``simplequestions:tog``, ``webqsp:test|grasp``
+register("qald10", lambda part="tog", split=None: load_qald10(part))
+register("simplequestions", lambda part="tog", split=None: load_simplequestions(part))
+register("webqsp", lambda part="test", split=None: load_webqsp(part))

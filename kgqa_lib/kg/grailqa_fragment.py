@@ -29,6 +29,8 @@ GrailQA-Tech (the paper's target of W→GI-T, FuSIC-KBQA appendix A.4: "computer
 astronomy, biology, spaceflight") is :data:`TECH_DOMAINS`: the paper's five domains plus the other
 science/engineering domains of this sample (the paper's five hold only ~100 questions here).
 
+Importing this module adds its question sets (``grailqa:fragment``, ``:fragment-tech``,
+``:fragment-nontech``) to the data layer's GrailQA parts (:data:`kgqa_lib.data.grailqa.PARTS`).
 ``python -m kgqa_lib.kg.grailqa_fragment`` prints the sizes.
 """
 
@@ -44,8 +46,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..data import grailqa
 from ..data.datasets import Dataset, DatasetNotFound, Question
 from ..data.grailqa import FB, NAME, TYPE, _raw, grailqa_file
+from ..text import answer_set
 
 FRAGMENT_VERSION = "1"  # bump when the facts a question contributes change (rebuilds every cache)
 KG_NAME = "grailqa-fragment"
@@ -366,6 +370,10 @@ def load_fragment(part: str = "fragment") -> Dataset:
     return Dataset(f"grailqa:{part}", qs, kg=KG_NAME, source_files=_inputs())
 
 
+for _part in ("fragment", "fragment-tech", "fragment-nontech"):  # grailqa:fragment… (the data layer's table)
+    grailqa.PARTS[_part] = load_fragment
+
+
 @dataclass
 class FragmentStats:
     triples: int
@@ -383,11 +391,9 @@ class FragmentStats:
 
 
 def stats() -> FragmentStats:
-    from ..evaluate.metrics import set_prf
-
     kg, gold = load_fragment_kg(), recomputed_gold()
     ds = load_fragment("fragment")
-    same = sum(set_prf(q.answers, q.metadata["dataset_answers"])[2] == 1.0 for q in ds)
+    same = sum(answer_set(q.answers) == answer_set(q.metadata["dataset_answers"]) for q in ds)
     rels = {line.split(" ", 2)[1] for line in _ntriples_file(cache_dir()).read_text(encoding="utf-8").splitlines() if line}
     dom = Counter(d for q in ds for d in q.metadata["domains"])
     tech = sum(is_tech(q.metadata["domains"]) for q in ds)

@@ -562,33 +562,3 @@ def from_triples(rows: Iterable[tuple[str, str, str]], name: str = "kg") -> Embe
     kg = EmbeddedKG(namespace=f"http://kgqa.local/{name}/", name=name)
     kg.load_ntriples(triples_to_ntriples(list(rows), kg.entity_ns, kg.relation_ns))
     return kg
-
-
-def load_named(name: str, store_dir: str | Path | None = None) -> KGBase:
-    """The KG a dataset is asked against: ``tiny`` and ``miniworld`` (ours), ``metaqa`` (KGQA_DATA_DIR)."""
-    from ..data.datasets import metaqa_kb_path
-    from ..paths import data_dir, user_cache_dir
-
-    if name == "tiny":
-        return load_metaqa_kb(data_dir() / "tiny" / "kb.txt", name="tiny")
-    if name == "metaqa":
-        return load_metaqa_kb(metaqa_kb_path(), store_dir=store_dir or user_cache_dir() / "kg" / "metaqa")
-    if name == "grailqa":  # oracle: answer-bearing per-question Freebase slices of the GrailQA sample (KGQA_DATA_DIR)
-        from ..data.grailqa import load_kg as load_grailqa_kg
-
-        return load_grailqa_kg()
-    if name == "grailqa-fragment":  # ONE graph of every GrailQA (+ WebQSP parse) question's gold facts, cached on disk
-        from .grailqa_fragment import load_fragment_kg
-
-        return load_fragment_kg()
-    if name in ("miniworld", "miniworld:wikidata", "miniworld:freebase"):
-        from ..data.miniworld import load_kg
-
-        return load_kg("freebase" if name.endswith("freebase") else "wikidata")
-    if name.startswith("sparql+"):  # a SPARQL endpoint: sparql+http://host:port/path#profile=…
-        from .remote import open_sparql_kg
-
-        return open_sparql_kg(name)
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa-fragment', "
-                     "'grailqa' (oracle per-question slices) "
-                     "or a SPARQL endpoint 'sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:…'")

@@ -38,7 +38,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from ..data.datasets import Dataset, Question, load_dataset
+from ..data.datasets import Dataset, Question, load_dataset, register
 from ..embed.embedder import cosine_topk
 from ..llm.parse import clean_text
 from ..paths import data_dir
@@ -103,6 +103,10 @@ def keqing_dataset(source: str = "miniworld", part: str | None = None) -> Datase
         ds = load_dataset(f"metaqa:{part}:dev")
         return Dataset(f"keqing:metaqa:{part}", list(test), kg="metaqa", source_files=ds.source_files)
     raise ValueError(f"Unknown Keqing source {source!r}: 'miniworld' or 'metaqa'")
+
+
+# Keqing: ``keqing:miniworld`` / ``keqing:metaqa:2hop`` = what is evaluated; ``keqing:miniworld:pool`` its pool
+register("keqing", lambda source="miniworld", part=None: keqing_dataset(source, part))
 
 
 def pool_for(kg_name: str) -> list[Question]:

@@ -14,7 +14,8 @@ import pytest
 
 from kgqa_lib.data.datasets import Dataset, load_dataset
 from kgqa_lib.evaluate.runner import run
-from kgqa_lib.kg.graph import QueryRejected, QueryTimeout, load_named
+from kgqa_lib.kg.graph import QueryRejected, QueryTimeout
+from kgqa_lib.kg.sources import load_named  # noqa: E402
 from kgqa_lib.llm.chat import make_llm
 from kgqa_lib.methods import Context
 from kgqa_lib.paths import data_dir

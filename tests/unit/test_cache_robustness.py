@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from kgqa_lib.embed.embedder import Embedder
-from kgqa_lib.llm.chat import LLM, CacheCorrupt, CacheRecoveredWarning, ChatRequest, LLMCache
+from kgqa_lib.llm.chat import LLM, ChatRequest, LLMCache
+from kgqa_lib._sqlite import CacheCorrupt, CacheRecoveredWarning
 
 N_PER_PROCESS = 200
 

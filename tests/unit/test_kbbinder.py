@@ -15,7 +15,7 @@ from kgqa_lib.methods import kbbinder as B
 
 @pytest.fixture(scope="module")
 def tiny():
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     return load_named("tiny")
 
@@ -81,7 +81,7 @@ def test_select_exemplars_bm25_leaves_the_question_out(tiny):
 
 
 def test_metaqa_pool_is_the_keqing_pool_split(data_dir_or_skip):
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
     from kgqa_lib.methods.keqing import keqing_dataset, pool_for
 
     kg = load_named("metaqa")
@@ -229,7 +229,7 @@ def test_infrastructure_errors_propagate(tiny, embedder, tmp_path):
 def test_runner_smoke_on_the_miniworld(tmp_path, embedder):
     """Two mini-world questions through `run`, the LLM writing the gold drafts."""
     from kgqa_lib.evaluate.runner import run
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
     from kgqa_lib.methods.keqing import keqing_dataset
 
     kg = load_named("miniworld")

@@ -97,7 +97,7 @@ def test_miniworld_split_and_bank_cover_every_hop():
 
 def test_gold_chains_reach_the_gold_answers():
     """Executing the gold chain hop by hop, topic excluded at every hop, gives the gold answers."""
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     kg = load_named("miniworld")
     ds = K.keqing_dataset("miniworld")
@@ -137,7 +137,7 @@ class Scripted:
 
 def _run(q, backend, tmp_path, **settings):
     from kgqa_lib.embed.embedder import Embedder
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
     from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
@@ -315,7 +315,7 @@ def test_metaqa_split_and_bank(data_dir_or_skip):
 
 
 def test_chains_over_relations_the_kg_lacks_are_left_out():
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     assert K.relation_path("miniworld", ("has_tags",)) is None  # the mini-world has no tags
     bank = K.bank_for("miniworld")
@@ -331,7 +331,7 @@ def test_decomposition_diagnostic_counts_the_seed(tmp_path, tmp_cache):
     """A right chain from a wrong seed is not a correct decomposition (issue 21 §5)."""
     from kgqa_lib.evaluate.diagnostics import keqing_decomposition
     from kgqa_lib.evaluate.runner import _jsonable
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     kg = load_named("miniworld")
     bank = K.bank_for("miniworld")

@@ -4,8 +4,8 @@ import time
 import pytest
 
 from kgqa_lib.data.datasets import metaqa_qtype_to_path
-from kgqa_lib.kg.graph import (QueryRejected, QueryTimeout, check_read_only, from_triples, load_metaqa_kb, load_named,
-                               load_rdf)
+from kgqa_lib.kg.graph import QueryRejected, QueryTimeout, check_read_only, from_triples, load_metaqa_kb, load_rdf
+from kgqa_lib.kg.sources import load_named
 from kgqa_lib.paths import data_dir
 
 ROWS = [

@@ -48,7 +48,7 @@ def _ctx(backend, tmp_path, kg, embedder, **settings):
 
 @pytest.fixture(scope="module")
 def kg():
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     return load_named("miniworld")
 

@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from kgqa_lib.kg.graph import GRAPH_IRI, QueryRejected, QueryTimeout, from_triples, load_named
+from kgqa_lib.kg.graph import GRAPH_IRI, QueryRejected, QueryTimeout, from_triples
+from kgqa_lib.kg.sources import load_named
 from kgqa_lib.paths import data_dir, repo_root
 from kgqa_lib.kg.sparql_guard import QuerySyntaxError, cap_limit, check_read_only, guard_query, nesting_depth
 

@@ -112,7 +112,7 @@ def test_fragment_is_one_graph_with_recomputed_answers(fragment):
     """``python -m kgqa_lib.kg.grailqa_fragment`` prints these sizes (measured: 31,424 triples; 1,000
     of 1,000 questions kept; answers equal the dataset's for 978; WebQSP parses: 95 of 100)."""
     from kgqa_lib.data.datasets import load_dataset
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     s = fragment.stats()
     assert s.triples > 25_000 and s.kept + len(s.dropped) == s.questions == 1000

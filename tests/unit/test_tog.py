@@ -291,7 +291,7 @@ def test_parse_judgement(text, sufficient, answers, err):
 def test_runner_smoke_on_two_miniworld_questions(tmp_path):
     from kgqa_lib.data.datasets import load_dataset
     from kgqa_lib.evaluate.runner import run
-    from kgqa_lib.kg.graph import load_named
+    from kgqa_lib.kg.sources import load_named
 
     multi = load_dataset("miniworld:multihop").questions[0]  # In which country was Billy Zane born?
     opened = load_dataset("miniworld:open").questions[0]

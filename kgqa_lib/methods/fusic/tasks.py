@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ...data.datasets import Dataset, Question
+from ...data.datasets import Dataset, Question, register
+from ...kg import grailqa_fragment  # noqa: F401  (registers grailqa:fragment…, the GrailQA-Tech domains' sets)
 from .gold import Gold, gold_of
 from .schema import SchemaProfile, profile_for
 
@@ -56,9 +57,9 @@ class Domain:
     def kg_for(self, q: Question):
         """The KG a question is asked against: the domain's, or (GrailQA) the question's own slice."""
         if self.kg_name == "grailqa":
-            from ...data.grailqa import slice_kg
+            from ...kg.sources import grailqa_slice_kg
 
-            return slice_kg(q.qid)
+            return grailqa_slice_kg(q.qid)
         return self.kg
 
     def gold(self, q: Question) -> Gold | None:
@@ -90,7 +91,7 @@ def _domain_questions(name: str, metaqa_n: int, seed: int) -> tuple[list[Questio
 @lru_cache(maxsize=8)
 def load_domain(spec: str, metaqa_n: int = 400, seed: int = 0) -> Domain:
     """``mw-geo@wikidata`` → the geography/technology questions on the Wikidata-like KG."""
-    from ...kg.graph import load_named
+    from ...kg.sources import load_named
 
     name, _, schema = spec.partition("@")
     if name not in DOMAINS:
@@ -129,3 +130,7 @@ def task_dataset(name: str, split: str = "test") -> Dataset:
     qs = t.test if split == "test" else t.pool
     return Dataset(f"fusic:{name}:{split}", qs, kg=t.target.kg_name,
                    source_files=t.source.source_files + t.target.source_files)
+
+
+# FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
+register("fusic", lambda task, split="test": task_dataset(task, split))
