@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..evaluate.diagnostics import decomposition_of
 from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, read_json, register, write_json
@@ -29,7 +30,8 @@ from .core import Cell, Records, Table, read_json, register, write_json
 PAPER = {1: 98.4, 2: 99.9, 3: 99.6}  # Keqing, LoRA-fine-tuned LLaMA, MetaQA test (paper, Table 2)
 HOPS = (1, 2, 3)
 SAMPLE = 200
-KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "config_hash", "config")
+KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "config_hash", "config",
+        "diagnostics")
 CEILING_FILE = "ceiling.json"
 
 
@@ -38,7 +40,9 @@ def stage(r: dict[str, Any], name: str) -> Any:
 
 
 def strip(r: dict) -> dict:
-    """A run record without MetaQA content: ids, metrics, costs, relation paths, error categories."""
+    """A run record without MetaQA content: ids, metrics, costs, relation paths, error categories
+    (the diagnostics hold relation paths and flags only; older records carry the decomposition
+    check as a ``decomposition_check`` trace stage, kept as it is)."""
     out = {k: r[k] for k in KEEP if k in r}
     check, dec = stage(r, "decomposition_check"), stage(r, "decompose")
     out["trace"] = ([{"name": "decomposition_check", "output": check}] if check else []) + \
@@ -155,7 +159,7 @@ def report(records: Records) -> str:
             lines.append(f"| {h} | 0 | (not run: {name}.jsonl) | {PAPER[h] / 100:.3f} | | | | | | | | |")
             continue
         row = summarize(recs)
-        checks = [c["correct"] for r in recs if (c := stage(r, "decomposition_check"))]
+        checks = [c["correct"] for r in recs if (c := decomposition_of(r))]
         dm, dlo, dhi = bootstrap_ci([float(c) for c in checks])
         unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d["error"] == "fallback")
         ceil, _ = ceiling(records, h, {r["qid"] for r in recs})
@@ -164,7 +168,7 @@ def report(records: Records) -> str:
                      f"{sum(1 for r in recs if not r['prediction'])} | {row['calls/q']:.2f} | {row['tokens/q']:.0f} | "
                      f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f} | {row['outside_share']:.2f} |")
         for r in recs:
-            c = stage(r, "decomposition_check")
+            c = decomposition_of(r)
             if c and not c["correct"]:
                 failures.append((h, " / ".join(c["predicted_chain"]) or "(none)", " / ".join(c["gold_chain"])))
     lines += ["", "s/q is wall time per question on 2 cores; the mean includes stretches where another job shared",

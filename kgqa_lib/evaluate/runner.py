@@ -1,7 +1,9 @@
 """The runner: a method over a dataset, one JSON line per finished question, resumable.
 
 A record carries the question, gold and prediction, the response text, the metrics, the
-per-stage trace, LLM and KG accounting, the error (if any) and the run's config hash. Killing a
+per-stage trace, LLM and KG accounting, the error (if any) and the run's config hash; for a method
+with gold-based diagnostics (:mod:`kgqa_lib.evaluate.diagnostics`: Keqing's decomposition check),
+``"diagnostics"``, computed here from the trace and the question after the method returned. Killing a
 run loses at most the question in flight: re-running the same command skips finished questions.
 
 What a run file can be trusted for:
@@ -39,9 +41,10 @@ from typing import Any, Callable, Iterable
 from ..data.datasets import Dataset
 from ..errors import InfrastructureError, UserError
 from ..llm.chat import ReplayMiss, track_usage
+from ..llm.prompting import load_prompt
 from ..methods import Context, MethodResult, get_method
 from ..paths import results_dir
-from ..llm.prompting import load_prompt
+from .diagnostics import diagnose
 from .metrics import score
 
 
@@ -324,13 +327,21 @@ def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) ->
     return f"{n} question{'s' if n != 1 else ''} not answered{stop}: {reason}; {fix}"
 
 
-def _rescore(record: dict[str, Any], q) -> dict[str, Any]:
-    """The record scored again against the current question and gold, from its stored prediction."""
+def _rescore(record: dict[str, Any], q, kg=None) -> dict[str, Any]:
+    """The record scored again against the current question and gold, from its stored prediction
+    (and its gold-based diagnostics computed again, when it has them)."""
     out = dict(record)
     out.update(question=q.question, gold=q.answers, kind=q.kind, question_hash=_question_hash(q),
                rescored_from=record.get("question_hash"),
                metrics=score(record.get("prediction") or [], q.answers, kind=q.kind, response=record.get("response")))
+    if "diagnostics" in record:
+        out["diagnostics"] = diagnose(record.get("method", ""), q, record.get("trace") or [], kg)
     return out
+
+
+def _unmetered(kg: Any) -> Any:
+    """The KG behind a :class:`Metered` proxy (the runner's own reads are not the method's queries)."""
+    return kg._inner if isinstance(kg, Metered) else kg
 
 
 def _redact(text: str) -> str:
@@ -423,7 +434,7 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
         q = questions.get(r.get("qid"))
         # (a record without the hash, or a benchmark's stripped copy without the prediction, is kept as is)
         if q is not None and r.get("question_hash") and not r.get("stripped") and r["question_hash"] != _question_hash(q):
-            kept[i] = _rescore(r, q)
+            kept[i] = _rescore(r, q, _unmetered(ctx.kg))
             rescored += 1
     if duplicates or legacy or rescored:
         _write_atomically(out, kept)
@@ -452,13 +463,17 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
 
     def finish(q, result: MethodResult, acct: dict[str, Any]) -> None:
         metrics = score(result.answers, q.answers, kind=q.kind, response=result.response)
+        trace = _jsonable(result.trace)
         record = {
             "dataset": dataset.name, "qid": q.qid, "question": q.question, "gold": q.answers,
             "kind": q.kind, "question_hash": _question_hash(q), "prediction": result.answers, "response": result.response,
-            "metrics": metrics, "error": result.error, "trace": _jsonable(result.trace),
+            "metrics": metrics, "error": result.error, "trace": trace,
             **acct, "method": method, "model_id": ctx.llm.model_id,
             "config_hash": chash, "config": config,
         }
+        diagnostics = diagnose(method, q, trace, _unmetered(ctx.kg))  # the gold read here, after the method
+        if diagnostics:
+            record["diagnostics"] = diagnostics
         if shard:
             record["shard"] = [int(shard[0]), int(shard[1])]
         write(record)

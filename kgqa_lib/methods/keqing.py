@@ -59,7 +59,9 @@ def mask_question(raw: str) -> str:
 
 
 def gold_chain(q: Question) -> tuple[str, ...]:
-    """The question's gold relation path, ``('^directed_by', 'in_language')``."""
+    """A question's gold relation path, ``('^directed_by', 'in_language')``: read for the *pool*
+    questions (templates, worked examples, fine-tuning data), never for the question being answered
+    (its decomposition is checked against it after the method, by :mod:`kgqa_lib.evaluate.diagnostics`)."""
     path = q.gold_query.get("path", "")
     return tuple(p.strip() for p in path.split("/") if p.strip())
 
@@ -794,7 +796,7 @@ def generate_chain(q: Question, ctx: Context, exemplars: Sequence[tuple[Question
 
 
 # --------------------------------------------------------------------------------------------
-# Evaluation helpers
+# Reading the plan (compared with the gold by kgqa_lib.evaluate.diagnostics, after the method)
 # --------------------------------------------------------------------------------------------
 def predicted_chain(steps: Sequence[Step]) -> tuple[str, ...]:
     """The top-1 template chain of each sub-question, concatenated."""
@@ -803,11 +805,6 @@ def predicted_chain(steps: Sequence[Step]) -> tuple[str, ...]:
         if st.match.chains:
             out += list(st.match.chains[0])
     return tuple(out)
-
-
-def decomposition_correct(q: Question, steps: Sequence[Step]) -> bool:
-    """Decomposition accuracy as in the paper: the sequence of (top-1) templates matches the gold one."""
-    return predicted_chain(steps) == gold_chain(q)
 
 
 @lru_cache(maxsize=4)
@@ -886,9 +883,6 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
                            s["reasoning"], s["candidates"], s["reason_max"])
     answers = final_answers(steps, ctx.kg)
-    tr.stages.append(Stage("decomposition_check", {"predicted_chain": list(predicted_chain(steps)),
-                                                  "gold_chain": list(gold_chain(q)),
-                                                  "correct": decomposition_correct(q, steps)}))
     response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)
     error = dec.error if dec.error in ("fallback", "no_json") else (err or (None if answers else "no_answer"))
     return MethodResult(answers, response, tr.stages, error)

@@ -184,3 +184,25 @@ def test_the_old_script_flags_still_work(tmp_path):
     finally:
         sys.argv = argv
     assert exc.value.code == 0
+
+
+def test_keqing_report_reads_the_diagnostics_of_new_records_like_the_trace_stage_of_old_ones(tmp_path):
+    """The decomposition check left the method (issue 19 §4): a record now carries it under
+    ``diagnostics``; the stripped copy keeps it, and the report counts it as it counted the old
+    ``decomposition_check`` stage."""
+    from kgqa_lib.bench import keqing as BK
+    from kgqa_lib.evaluate.diagnostics import decomposition_of
+
+    base = {"qid": "q", "kind": "factoid", "metrics": {"hits@1": 1.0}, "error": None, "seconds": 1.0,
+            "llm": {"calls": 1}, "question": "which films did [Someone] direct", "prediction": ["A Film"]}
+    old = {**base, "trace": [{"name": "decomposition_check", "output": {"predicted_chain": ["^directed_by"],
+                                                                       "gold_chain": ["directed_by"], "correct": False}},
+                             {"name": "decompose", "output": {"error": None, "text": "…"}}]}
+    new = {**base, "trace": [{"name": "decompose", "output": {"error": None, "text": "…"}}],
+           "diagnostics": {"decomposition": {"predicted_chain": ["^directed_by"], "gold_chain": ["directed_by"],
+                                             "chain_correct": False, "seed_named": True, "seed_correct": True,
+                                             "correct": False}}}
+    s_old, s_new = BK.strip(old), BK.strip(new)
+    assert "question" not in s_new and s_new["diagnostics"] == new["diagnostics"]
+    assert decomposition_of(s_old) == decomposition_of(s_new) == {"predicted_chain": ["^directed_by"],
+                                                                 "gold_chain": ["directed_by"], "correct": False}

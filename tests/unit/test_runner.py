@@ -415,3 +415,47 @@ def test_resume_rescores_changed_gold_without_calling_the_llm(tmp_path):
     assert len(stored) == 4 and stored[1]["gold"] == ["w1"] and stored[1]["question_hash"] == recs[1]["question_hash"]
     ctx = _ctx(tmp_path)
     assert run("_echo_last_word", ds, ctx, out, progress=False).rescored == 0 and ctx.llm.usage.calls == 0
+
+
+# ---- gold-based diagnostics: computed by the runner after the method, never by the method --------
+@register_method("_echo_traced")
+def _echo_traced(q, ctx):
+    from kgqa_lib.methods.base import Stage
+
+    r = ctx.llm.chat(q.question)
+    return MethodResult([r.text.strip("{}")], r.text, [Stage("guess", {"word": r.text.strip("{}")})])
+
+
+def test_runner_attaches_diagnostics_from_the_trace_and_the_gold(tmp_path, monkeypatch):
+    from kgqa_lib.evaluate import diagnostics
+
+    seen = []
+
+    def word_is_gold(q, trace, kg=None):
+        seen.append(q.qid)
+        return {"guess_is_gold": trace[0]["output"]["word"] in q.answers}
+
+    monkeypatch.setitem(diagnostics.DIAGNOSTICS, "_echo_traced", word_is_gold)
+    out = tmp_path / "run.jsonl"
+    recs = run("_echo_traced", _ds(4), _ctx(tmp_path), out, progress=False)
+    assert [r["diagnostics"] for r in recs] == [{"guess_is_gold": g} for g in (True, False, True, False)]
+    assert read_records(out)[1]["diagnostics"] == {"guess_is_gold": False}
+    assert "diagnostics" not in run("_echo_last_word", _ds(2), _ctx(tmp_path), tmp_path / "plain.jsonl",
+                                    progress=False)[0]  # a method without diagnostics: records as before
+    ds = _ds(4)
+    ds.questions[1].answers[:] = ["w1"]  # the gold changed: re-scored on resume, diagnostics too
+    recs = run("_echo_traced", ds, _ctx(tmp_path), out, progress=False)
+    assert recs.rescored == 1 and recs[1]["diagnostics"] == {"guess_is_gold": True}
+
+
+def test_decomposition_of_reads_the_diagnostics_or_an_old_records_trace_stage():
+    from kgqa_lib.evaluate.diagnostics import decomposition_of
+
+    new = {"diagnostics": {"decomposition": {"predicted_chain": ["a"], "gold_chain": ["a", "b"], "chain_correct": False,
+                                             "seed_named": True, "seed_correct": True, "correct": False}}}
+    old = {"trace": [{"name": "decomposition_check", "output": {"predicted_chain": ["a"], "gold_chain": ["a"],
+                                                                 "correct": True}}]}
+    assert decomposition_of(new) == {"predicted_chain": ["a"], "gold_chain": ["a", "b"], "correct": False}
+    assert decomposition_of(old) == {"predicted_chain": ["a"], "gold_chain": ["a"], "correct": True}
+    assert decomposition_of({"trace": []}) is None
+
