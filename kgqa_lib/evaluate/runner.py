@@ -45,7 +45,7 @@ from ..llm.prompting import load_prompt
 from ..methods import Context, MethodResult, get_method
 from ..paths import results_dir
 from .diagnostics import diagnose
-from .metrics import score
+from .metrics import FACTOID_KEYS, OPEN_KEYS, score
 
 
 class Metered:
@@ -126,18 +126,19 @@ def dedupe_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return kept, len(records) - len(kept)
 
 
-def read_records(path: str | Path, *, dedupe: bool = True) -> list[dict[str, Any]]:
+def read_records(path: str | Path, *, dedupe: bool = True) -> RunRecords:
     """All complete records of a run file (a truncated last line from a killed run is skipped);
     a ``.gz`` file (a saved benchmark run, see :func:`save_runs`) is read the same way. Several
     records of one question (qid) count once — the last one — with a :class:`DuplicateRecordsWarning`
-    (``dedupe=False``: every line as written)."""
+    (``dedupe=False``: every line as written). A :class:`RunRecords` list (``.to_df()``)."""
     import gzip
     import warnings
 
     path = Path(path)
+    out = RunRecords()
+    out.path = path
     if not path.exists():
-        return []
-    out = []
+        return out
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -148,8 +149,9 @@ def read_records(path: str | Path, *, dedupe: bool = True) -> list[dict[str, Any
             if isinstance(rec, dict):
                 out.append(rec)
     if dedupe:
-        out, dropped = dedupe_records(out)
+        kept, dropped = dedupe_records(out)
         if dropped:
+            out[:] = kept
             warnings.warn(f"{path}: {dropped} duplicate record(s) of the same question dropped (the last one "
                           "counts); two runs wrote this file", DuplicateRecordsWarning, stacklevel=2)
     return out
@@ -308,11 +310,44 @@ class RunIncomplete(RuntimeError):
 
 
 class RunRecords(list):
-    """The run's records in dataset order (a list), with ``path`` and ``rescored`` (records re-scored
-    on resume because their question or gold changed)."""
+    """Run records (a list): the run's in dataset order from :func:`run`, a file's from
+    :func:`read_records`; ``path`` (the run file), ``rescored`` (records re-scored on resume because
+    their question or gold changed) and :meth:`to_df`."""
 
-    path: Path
+    path: Path | None = None
     rescored: int = 0
+
+    def to_df(self, join: str | None = " | "):
+        """One row per record: see :func:`records_to_df`."""
+        return records_to_df(self, join)
+
+
+def records_to_df(records: Iterable[dict[str, Any]], join: str | None = " | "):
+    """A pandas DataFrame with one row per run record: ``qid``, ``question``, ``gold`` and
+    ``prediction`` (lists joined with ``join``; None keeps the lists), ``error``, one column per
+    metric the records hold (in :data:`~kgqa_lib.evaluate.metrics.FACTOID_KEYS` order), ``seconds``, the LLM ``calls`` and ``tokens`` (prompt + completion)
+    and the ``kg_queries``. A field a record lacks (a benchmark's stripped copy has no question
+    text) is None."""
+    import pandas as pd
+
+    records = list(records)
+
+    def text(v: Any) -> Any:
+        return join.join(map(str, v)) if join is not None and isinstance(v, list) else v
+
+    held = {k for r in records for k in (r.get("metrics") or {})}
+    metrics = [k for k in FACTOID_KEYS + OPEN_KEYS if k in held] + sorted(held - set(FACTOID_KEYS + OPEN_KEYS))
+    rows = []
+    for r in records:
+        llm = r.get("llm") or {}
+        rows.append({"qid": r.get("qid"), "question": r.get("question"), "gold": text(r.get("gold")),
+                     "prediction": text(r.get("prediction")), "error": r.get("error"),
+                     **{m: (r.get("metrics") or {}).get(m) for m in metrics},
+                     "seconds": r.get("seconds"), "calls": llm.get("calls"),
+                     "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0) if llm else None,
+                     "kg_queries": (r.get("kg") or {}).get("queries")})
+    return pd.DataFrame(rows, columns=["qid", "question", "gold", "prediction", "error", *metrics, "seconds", "calls",
+                                       "tokens", "kg_queries"])
 
 
 def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) -> str:

@@ -62,6 +62,12 @@ class MethodResult:
     def __str__(self) -> str:
         return " | ".join(self.answers) or "(no answer)"
 
+    def to_df(self):
+        """The trace as a table: one row per stage, its name and seconds (rounded to ms)."""
+        import pandas as pd
+
+        return pd.DataFrame([(s.name, round(s.seconds, 3)) for s in self.trace], columns=["stage", "seconds"])
+
 
 class Tracer:
     """Times named stages and collects them: ``with tracer.stage("generate") as rec: rec.output = ...``."""

@@ -459,3 +459,25 @@ def test_decomposition_of_reads_the_diagnostics_or_an_old_records_trace_stage():
     assert decomposition_of(old) == {"predicted_chain": ["a"], "gold_chain": ["a"], "correct": True}
     assert decomposition_of({"trace": []}) is None
 
+
+def test_records_to_df_one_row_per_record(tmp_path):
+    from kgqa_lib.evaluate.runner import records_to_df
+
+    out = tmp_path / "run.jsonl"
+    recs = run("_echo_last_word", _ds(3), _ctx(tmp_path), out, progress=False)
+    df = recs.to_df()
+    assert list(df["qid"]) == ["q0", "q1", "q2"] and list(df["gold"]) == ["w0", "other", "w2"]
+    assert list(df["prediction"]) == ["w0", "w1", "w2"] and list(df["hits@1"]) == [1.0, 0.0, 1.0]
+    assert list(df["calls"]) == [1, 1, 1] and list(df["tokens"]) == [9, 9, 9]
+    assert read_records(out).to_df().equals(df)
+    assert records_to_df(recs, join=None)["gold"][1] == ["other"]
+    stripped = records_to_df([{"qid": "x", "metrics": {"hits@1": 1.0}}])  # a benchmark's stripped copy
+    assert stripped.loc[0, "question"] is None and stripped.loc[0, "hits@1"] == 1.0
+    assert list(records_to_df([]).columns[:5]) == ["qid", "question", "gold", "prediction", "error"]
+
+
+def test_method_result_to_df_is_the_trace():
+    from kgqa_lib.methods.base import Stage
+
+    res = MethodResult(["x"], "", [Stage("a", None, 0.12345), Stage("b", None, 1.0)])
+    assert res.to_df().values.tolist() == [["a", 0.123], ["b", 1.0]] and list(res.to_df().columns) == ["stage", "seconds"]
