@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kgqa_lib.kg.graph import QueryRejected, QueryTimeout  # noqa: E402
-from kgqa_lib.kg.sources import load_named
+from kgqa_lib.kg.sources import load_named  # noqa: E402
 from kgqa_lib.paths import data_dir, repo_root  # noqa: E402
 
 
