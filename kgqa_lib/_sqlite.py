@@ -1,4 +1,5 @@
-"""Opening the project's SQLite caches (LLM answers, embeddings, SPARQL answers) the same way.
+"""Opening the project's SQLite caches (LLM answers, embeddings, SPARQL answers) the same way, and
+recognising a damaged one (:func:`is_corrupt`, :func:`move_aside`, :class:`CacheCorrupt`).
 
 The journal mode is ``$KGQA_SQLITE_JOURNAL`` (``wal``, the default, or ``delete`` / ``truncate`` /
 ``persist``). WAL is the fast choice on a local disk, but it needs shared memory between all
@@ -58,3 +59,36 @@ def connect(path: str | Path, timeout: float = 30.0, **kwargs) -> sqlite3.Connec
         con.close()
         raise
     return con
+
+
+# --------------------------------------------------------------------------------------------
+# A damaged cache file: recognised, moved aside (the LLM, embedding and SPARQL caches rebuild it)
+# --------------------------------------------------------------------------------------------
+class CacheCorrupt(RuntimeError):
+    """A SQLite cache file is damaged (not a database, or a malformed/truncated page) and was not
+    rebuilt. The message names the file and what to do."""
+
+
+class CacheRecoveredWarning(RuntimeWarning):
+    """A damaged SQLite cache was moved aside and rebuilt."""
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """SQLITE_CORRUPT (11: "database disk image is malformed") or SQLITE_NOTADB (26: "file is not a
+    database"); a locked or read-only database is not corruption."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (11, 26)
+    return "malformed" in str(exc) or "not a database" in str(exc)
+
+
+def move_aside(path: Path) -> Path:
+    """``x.sqlite`` (and its ``-wal``/``-shm``) → ``x.sqlite.corrupt-<timestamp>``; returns the new name."""
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    for suffix in ("-wal", "-shm", ""):
+        src = Path(str(path) + suffix)
+        if src.exists():
+            os.replace(src, Path(str(aside) + suffix))
+    return aside

@@ -91,10 +91,10 @@ def default_kg(dataset: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .datasets import load_dataset
+    from .registry import load_dataset
     from .evaluate.report import format_table, summarize
     from .evaluate.runner import run
-    from .llm import check_llm, make_llm
+    from .llm.chat import check_llm, make_llm
     from .methods import Context, coerce_settings
 
     if args.help_settings:
@@ -110,28 +110,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_llm(args.llm, args.llm_mode)  # unknown --llm, no API key
     # Transcripts under data/llm_cache/ are committed, so only runs on the project's own data
     # write them; prompts of external benchmarks stay in the machine's SQLite cache.
-    from .llm import LLMCache
+    from .llm.chat import LLMCache
     from .paths import data_dir
 
     own = bool(ds.source_files) and all(data_dir().resolve() in p.resolve().parents for p in ds.source_files)
     record = own and not args.no_transcripts
     kg = embedder = None
     if args.kg or args.method in KG_METHODS:
-        from .embed import Embedder
-        from .kg import load_named
-
-        from .remote import redact_url
+        from .embed.embedder import Embedder
+        from .kg.remote import redact_url
+        from .registry import load_named
 
         kg_name = args.kg or ds.kg or default_kg(args.dataset)
         settings["kg"] = redact_url(kg_name)  # run records never hold endpoint credentials
         if kg_name.startswith("slices:"):  # cached per-question slices of an endpoint (built when missing)
-            from .slices import kg_for_run
+            from .kg.slices import kg_for_run
 
             kg, embedder = kg_for_run(ds, kg_name), Embedder()
         else:
             kg, embedder = load_named(kg_name), Embedder()
     elif args.method == "fusic":  # its transfer task names both KGs; the encoder links and picks exemplars
-        from .embed import Embedder
+        from .embed.embedder import Embedder
 
         embedder = Embedder()
     # a shard (one of many writers, maybe on other machines) keeps its new answers in its cache
@@ -214,7 +213,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from .llm import LLMCache
+    from .llm.chat import LLMCache
 
     if args.action == "merge":
         missing = [p for p in args.sources if not Path(p).is_file()]
@@ -232,7 +231,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from . import models
+    from .llm import models
 
     path = models.model_path(args.name)
     print(path)
@@ -257,8 +256,8 @@ def cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def cmd_slices(args: argparse.Namespace) -> int:
-    from .datasets import load_dataset
-    from .slices import build_slices, summary
+    from .registry import load_dataset
+    from .kg.slices import build_slices, summary
 
     ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
     infos = build_slices(ds, args.kg, args.depth, args.fanout, refresh=args.refresh)
@@ -461,13 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "fix the setup or the command", shown as one line instead of a traceback."""
-    from .datasets import DatasetNotFound
-    from .kg import QueryTimeout
-    from .llm import ReplayMiss
-    from .models import ModelNotAvailable
-    from .remote import EndpointError
+    from .data.datasets import DatasetNotFound
+    from .kg.graph import QueryTimeout
+    from .llm.chat import ReplayMiss
+    from .llm.models import ModelNotAvailable
+    from .kg.remote import EndpointError
     from .evaluate.runner import RunLocked
-    from .slices import SliceMissing
+    from .kg.slices import SliceMissing
 
     return (UserError, DatasetNotFound, EndpointError, SliceMissing, QueryTimeout, ReplayMiss, ModelNotAvailable,
             RunLocked)

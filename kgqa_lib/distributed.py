@@ -174,7 +174,7 @@ def run_sharded(run_args: Sequence[str], shards: int, out: str | Path, *, addres
     result = DistributedResult(tasks, files, round(start_seconds, 3))
     started = time.perf_counter()
     if cache == "per-shard":
-        from .llm import LLMCache
+        from .llm.chat import LLMCache
 
         caches = [Path(cache_root) / f"shard-{i}" / "llm_cache.sqlite" for i in range(shards)]
         result.merged = LLMCache(transcripts=True, defer=False).merge([p for p in caches if p.exists()])
@@ -199,7 +199,7 @@ def run_grid(reproduce_args: Sequence[str], *, address: str | None = None, worke
                             key=f"kgqa-grid-{k}of{n}-{time.time_ns()}", pure=False) for k in range(n)]
         tasks = c.gather(futures)
         ran = time.perf_counter() - started
-    from .llm import LLMCache
+    from .llm.chat import LLMCache
 
     started = time.perf_counter()
     merged = LLMCache(transcripts=True, defer=False).merge([])  # the combinations' deferred transcripts

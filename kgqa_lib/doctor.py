@@ -67,7 +67,7 @@ def _llama() -> str:
 
 def _model(name: str) -> Callable[[], str]:
     def check() -> str:
-        from . import models
+        from .llm import models
 
         spec = models.get_spec(name)
         models.part_files(spec)  # raises with the pip command when parts are missing
@@ -80,7 +80,7 @@ def _model(name: str) -> Callable[[], str]:
 def _embeddings() -> str:
     import tempfile
 
-    from .embed import Embedder
+    from .embed.embedder import Embedder
 
     with tempfile.TemporaryDirectory() as tmp:
         vec = Embedder(cache_path=Path(tmp) / "e.sqlite").encode(["Who directed Inception?"])
@@ -116,7 +116,7 @@ def _oxigraph() -> str:
 
 def _endpoint(spec: str) -> Callable[[], str]:
     def check() -> str:
-        from .remote import open_sparql_kg, redact_url
+        from .kg.remote import open_sparql_kg, redact_url
 
         kg = open_sparql_kg(spec, cache=False)
         kg.retries = 0
@@ -130,7 +130,7 @@ def _openai(llm: str) -> Callable[[], str]:
     def check() -> str:
         import tempfile
 
-        from .llm import LLMCache, make_llm
+        from .llm.chat import LLMCache, make_llm
 
         # a probe, not a recording: a throw-away cache and no transcript (data/llm_cache/ is committed)
         with tempfile.TemporaryDirectory(prefix="kgqa-doctor-") as tmp:

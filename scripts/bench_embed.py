@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from kgqa_lib.embed import Embedder, cosine_topk
+from kgqa_lib.embed.embedder import Embedder, cosine_topk
 from kgqa_lib.paths import results_dir, shown_path, user_cache_dir
 
 FIRST = ["Ada", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",

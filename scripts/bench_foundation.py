@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kgqa_lib.datasets import metaqa_kb_path
-from kgqa_lib import kg as kg_mod
-from kgqa_lib.kg import RDFS_LABEL, load_metaqa_kb
+from kgqa_lib.data.datasets import metaqa_kb_path
+from kgqa_lib.kg import graph as kg_mod
+from kgqa_lib.kg.graph import RDFS_LABEL, load_metaqa_kb
 from kgqa_lib.paths import results_dir
 
 
@@ -78,7 +78,7 @@ def main() -> None:
     shutil.rmtree(tmp)
 
     if not args.skip_embeddings:
-        from kgqa_lib.embed import Embedder, cosine_topk
+        from kgqa_lib.embed.embedder import Embedder, cosine_topk
 
         import pyoxigraph as ox
 

@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kgqa_lib.kg import QueryRejected, QueryTimeout, load_named  # noqa: E402
+from kgqa_lib.kg.graph import QueryRejected, QueryTimeout  # noqa: E402
+from kgqa_lib.kg.sources import load_named  # noqa: E402
 from kgqa_lib.paths import data_dir, repo_root  # noqa: E402
 
 
@@ -134,7 +135,7 @@ def main() -> None:
     rows = bench(kg, "embedded", listener, args.timeout, args.max_rows, lambda: fingerprint_embedded(kg))
     remote_rows: list[str] = []
     if not args.no_remote:
-        from kgqa_lib.remote import open_sparql_kg
+        from kgqa_lib.kg.remote import open_sparql_kg
         from kgqa_lib.servers import OxigraphServer
 
         files = [data_dir() / "miniworld" / "kg_wikidata.nt", data_dir() / "miniworld" / "ontology.nt"]

@@ -139,9 +139,9 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 # --------------------------------------------------------------------------------------------
 def bench_concurrency(tmp: Path, n: int, latency: float, workers: Sequence[int], repeats: int,
                       fast_repeats: int) -> dict[str, Any]:
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
     from kgqa_lib.evaluate.runner import read_records, run
-    from kgqa_lib.llm import LLMCache, make_llm
+    from kgqa_lib.llm.chat import LLMCache, make_llm
     from kgqa_lib.methods import Context
     from kgqa_lib.servers import FakeChatServer, env_for_openai
 
@@ -311,11 +311,11 @@ def time_interleaved(backends: dict[str, Any], work: list[tuple[str, list[str]]]
 
 
 def bench_servers(tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
-    from kgqa_lib.datasets import metaqa_kb_path
-    from kgqa_lib.kg import load_metaqa_kb, load_rdf, read_metaqa_rows, triples_to_ntriples
-    from kgqa_lib.miniworld import BASE, FB_ALIAS, FB_DESC, FB_NAME
+    from kgqa_lib.data.datasets import metaqa_kb_path
+    from kgqa_lib.kg.graph import load_metaqa_kb, load_rdf, read_metaqa_rows, triples_to_ntriples
+    from kgqa_lib.data.miniworld import BASE, FB_ALIAS, FB_DESC, FB_NAME
     from kgqa_lib.paths import data_dir
-    from kgqa_lib.remote import open_sparql_kg
+    from kgqa_lib.kg.remote import open_sparql_kg
     from kgqa_lib.servers import OxigraphServer, VirtuosoServer, virtuoso_binary
 
     mw_files = [data_dir() / "miniworld" / "kg_freebase.nt", data_dir() / "miniworld" / "ontology.nt"]
@@ -390,7 +390,7 @@ def bench_servers(tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
 def child_build(store: str, kb: str) -> dict[str, Any]:
     """In a fresh process: build the store cold, reopen it in-process, and build it in memory."""
     t = time.perf_counter()
-    from kgqa_lib.kg import load_metaqa_kb
+    from kgqa_lib.kg.graph import load_metaqa_kb
 
     import_s = time.perf_counter() - t
     kg, cold, cold_cpu = timed_cpu(lambda: load_metaqa_kb(kb, store_dir=store))
@@ -405,7 +405,7 @@ def child_build(store: str, kb: str) -> dict[str, Any]:
 def child_open(store: str, kb: str) -> dict[str, Any]:
     """In a new process: open the built store and answer a first 3-hop walk."""
     t = time.perf_counter()
-    from kgqa_lib.kg import load_metaqa_kb
+    from kgqa_lib.kg.graph import load_metaqa_kb
 
     import_s = time.perf_counter() - t
     kg, open_s = timed(lambda: load_metaqa_kb(kb, store_dir=store))
@@ -425,8 +425,8 @@ def child_ready(store: str, kb: str, texts_file: str, cache: str) -> dict[str, A
     """In a new process, warm: open the built store, verbalise every triple, embed the texts from
     the cache (no model load expected) — what a fresh process pays before answering."""
     t0 = time.perf_counter()
-    from kgqa_lib.embed import Embedder
-    from kgqa_lib.kg import load_metaqa_kb
+    from kgqa_lib.embed.embedder import Embedder
+    from kgqa_lib.kg.graph import load_metaqa_kb
 
     import_s = time.perf_counter() - t0
     kg, open_s = timed(lambda: load_metaqa_kb(kb, store_dir=store))
@@ -443,9 +443,9 @@ def bench_metaqa(tmp: Path, budget_s: float, sample_n: int, pilot_n: int, seed: 
     cache_dir = tmp / "kgqa-cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     os.environ["KGQA_CACHE_DIR"] = str(cache_dir)  # before any object is made; the children inherit it
-    from kgqa_lib.datasets import metaqa_kb_path
-    from kgqa_lib.embed import Embedder
-    from kgqa_lib.kg import _OPEN, load_metaqa_kb
+    from kgqa_lib.data.datasets import metaqa_kb_path
+    from kgqa_lib.embed.embedder import Embedder
+    from kgqa_lib.kg.graph import _OPEN, load_metaqa_kb
 
     kb = str(metaqa_kb_path())
     store = cache_dir / "kg" / "metaqa"

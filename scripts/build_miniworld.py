@@ -16,8 +16,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from kgqa_lib import miniworld as mw
-from kgqa_lib.kg import load_rdf
+from kgqa_lib.data import miniworld as mw
+from kgqa_lib.kg.graph import load_rdf
+from kgqa_lib.kg.sources import load_miniworld_kg
 
 SEED = 0
 
@@ -397,7 +398,7 @@ def build_all() -> dict[str, str]:
     kgs = {}
     for name in schemas:
         (tmp / f"{name}.nt").write_text(files[f"kg_{name}.nt"] + files["ontology.nt"], encoding="utf-8")
-        kgs[name] = mw.load_kg(name, path=tmp / f"{name}.nt")
+        kgs[name] = load_miniworld_kg(name, path=tmp / f"{name}.nt")
     sets = make_questions(src, kgs, schemas, random.Random(SEED))
     for name, qs in sets.items():
         files[f"questions/{name}.jsonl"] = "".join(json.dumps(q, ensure_ascii=False, sort_keys=True) + "\n" for q in qs)

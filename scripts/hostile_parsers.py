@@ -116,14 +116,14 @@ _KG = None
 def _kg():
     global _KG
     if _KG is None:
-        from kgqa_lib.kg import EmbeddedKG
+        from kgqa_lib.kg.graph import EmbeddedKG
 
         _KG = EmbeddedKG()
     return _KG
 
 
 def _braced(text: str):
-    from kgqa_lib.parse import extract_braced_answers
+    from kgqa_lib.llm.parse import extract_braced_answers
 
     return extract_braced_answers(text).error
 
@@ -179,7 +179,7 @@ def _query_sexpr(text: str):
 
 
 def _sexpr_to_sparql(text: str):
-    from kgqa_lib.sexpr import SExprError, to_sparql
+    from kgqa_lib.kg.sexpr import SExprError, to_sparql
 
     try:
         to_sparql(text)

@@ -97,7 +97,7 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
     "fs_naive": "the paper reports it only in prose (GPT-4)",
     "fs_bm25": "BM25 (untrained) stands in for Pangu, the paper's second retriever",
     "fs_both": "BM25 + dense for TIARA + Pangu; appendix-A context sizes for two retrievers (3/5/5)",
-    "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.sexpr",
+    "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr",
     "fs_dense_noegf": "egf_rounds=0: the first query is final",
     "fs_dense_norr": "rerank=false: each retriever's own top k reaches the prompt",
     "kbbinder_fs": "KB-BINDER with the local model and 5 shots (the paper: GPT-4, 100 shots as its pool)",
@@ -130,7 +130,7 @@ def _stage(r: dict[str, Any], name: str) -> Any:
 def _question_gold(r: dict[str, Any]):
     """(domain, gold) of a record's question, from its task (needs KGQA_DATA_DIR for external
     targets: records are stripped when they are saved, with the data); None when unknown."""
-    from ..datasets import DatasetNotFound
+    from ..data.datasets import DatasetNotFound
     from ..methods.fusic import answer_types, get_task
 
     settings = (r.get("config") or {}).get("settings") or {}

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..evaluate.diagnostics import decomposition_of
 from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, read_json, register, write_json
@@ -39,7 +40,9 @@ def stage(r: dict[str, Any], name: str) -> Any:
 
 
 def strip(r: dict) -> dict:
-    """A run record without MetaQA content: ids, metrics, costs, relation paths, error categories."""
+    """A run record without MetaQA content: ids, metrics, costs, relation paths, error categories
+    (the diagnostics hold relation paths and flags only; older records carry the decomposition
+    check as a ``decomposition_check`` trace stage, kept as it is)."""
     out = {k: r[k] for k in KEEP if k in r}
     check, dec = stage(r, "decomposition_check"), stage(r, "decompose")
     out["trace"] = ([{"name": "decomposition_check", "output": check}] if check else []) + \
@@ -91,9 +94,9 @@ def compute_ceiling(hops: int, qids: set[str]) -> tuple[float, int]:
     """Hits@1 of executing the *gold* relation path from the topic entity (topic excluded at every
     hop), answers ordered as Keqing orders them: what a perfect decomposition and matching would
     score on this KB. Needs KGQA_DATA_DIR; returns (nan, 0) without it."""
-    from ..datasets import DatasetNotFound, load_dataset
+    from ..data.datasets import DatasetNotFound, load_dataset
     from ..evaluate.metrics import score
-    from ..kg import load_named
+    from ..kg.sources import load_named
     from ..methods import keqing as K
 
     try:
@@ -156,7 +159,7 @@ def report(records: Records) -> str:
             lines.append(f"| {h} | 0 | (not run: {name}.jsonl) | {PAPER[h] / 100:.3f} | | | | | | | | |")
             continue
         row = summarize(recs)
-        checks = [c["correct"] for r in recs if (c := stage(r, "decomposition_check"))]
+        checks = [c["correct"] for r in recs if (c := decomposition_of(r))]
         dm, dlo, dhi = bootstrap_ci([float(c) for c in checks])
         unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d["error"] == "fallback")
         ceil, _ = ceiling(records, h, {r["qid"] for r in recs})
@@ -165,7 +168,7 @@ def report(records: Records) -> str:
                      f"{sum(1 for r in recs if not r['prediction'])} | {row['calls/q']:.2f} | {row['tokens/q']:.0f} | "
                      f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f} | {row['outside_share']:.2f} |")
         for r in recs:
-            c = stage(r, "decomposition_check")
+            c = decomposition_of(r)
             if c and not c["correct"]:
                 failures.append((h, " / ".join(c["predicted_chain"]) or "(none)", " / ".join(c["gold_chain"])))
     lines += ["", "s/q is wall time per question on 2 cores; the mean includes stretches where another job shared",

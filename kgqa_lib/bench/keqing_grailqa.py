@@ -57,7 +57,7 @@ def gold_chain_score(q, kg) -> dict[str, float]:
 def grailqa_fields(r: dict[str, Any]) -> dict[str, Any]:
     """What the report needs of a record beyond :func:`strip_full`: counts and flags only."""
     from ..evaluate.diagnostics import keqing_decomposition
-    from ..kg import load_named
+    from ..kg.sources import load_named
     from ..methods import keqing as K
 
     q = _questions().get(r["qid"])

@@ -7,7 +7,8 @@ The mini-world is our own data, so the records are saved whole (``results/bench/
 from __future__ import annotations
 
 from ..evaluate.report import best_baseline_gain, format_gain, paired_gain, summarize
-from ..methods.pgakv import ERROR_STAGES, attribute_error, cypher_statistics, gold_funnel, pruning_sweep, stage_output
+from ..evaluate.pgakv_analysis import ERROR_STAGES, attribute_error, gold_funnel, pruning_sweep
+from ..methods.pgakv import cypher_statistics, stage_output
 from .core import Cell, Records, Table, register
 
 SETS = ("simple", "multihop", "open")
@@ -135,7 +136,7 @@ TABLE = register(Table(
 # without the dataset's topic-entity annotations. Cells share the folder of pgakv_t2 (the loader of
 # kgqa_lib.evaluate.pgakv_analysis reads ``t2_<set>.<run>``); the Table 2 baselines and the
 # threshold runs on simple/multi-hop are the full-set cells above, restricted to the test qids.
-TEST_SIZES = {"simple": 113, "multihop": 62, "open": 50}  # kgqa_lib.datasets.split_dev_test, seed 0
+TEST_SIZES = {"simple": 113, "multihop": 62, "open": 50}  # kgqa_lib.data.datasets.split_dev_test, seed 0
 CHOSEN = ("--set", "threshold=0.5")  # chosen on dev (results/bench/pgakv_test.md, first section)
 NO_ANNOTATION = ("--set", "use_topic_entities=false", "--set", "link_question=true")
 TEST_CELLS = (

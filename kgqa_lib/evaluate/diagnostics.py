@@ -2,13 +2,16 @@
 
 A method never reads a question's gold answers, gold query or gold chain: whatever compares its
 intermediate steps with the gold is computed here, after the method returned, from the run
-record's trace (the JSON form the runner writes) and the question.
+record's trace (the JSON form the runner writes) and the question. The runner stores
+:func:`diagnose`'s result under the record's ``"diagnostics"`` key (:data:`DIAGNOSTICS` names what
+each method gets); readers take :func:`decomposition_of` a record, which also reads the
+``decomposition_check`` trace stage of records written before the diagnostics left the method.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 _ANSWER_REF = re.compile(r"<\s*answer\s*>\s*-?\s*(\d+)", re.I)
 
@@ -56,3 +59,32 @@ def keqing_decomposition(q, trace: Sequence[dict[str, Any]], kg=None) -> dict[st
     seed_ok = bool(linked) and linked == topic
     return {"predicted_chain": predicted, "gold_chain": gold, "chain_correct": chain_ok,
             "seed_named": bool(names), "seed_correct": seed_ok, "correct": chain_ok and seed_ok}
+
+
+def keqing_diagnostics(q, trace: Sequence[dict[str, Any]], kg=None) -> dict[str, Any]:
+    """A Keqing record's diagnostics: ``{"decomposition": keqing_decomposition(...)}`` when it
+    decomposed the question (an ``execute_plan`` stage; not for the chain ablation), else ``{}``."""
+    if _stage(trace, "execute_plan") is None:
+        return {}
+    return {"decomposition": keqing_decomposition(q, trace, kg)}
+
+
+#: method → its diagnostics: ``fn(question, trace, kg)`` → a dict (``{}``: nothing to add).
+DIAGNOSTICS: dict[str, Callable[..., dict[str, Any]]] = {"keqing": keqing_diagnostics}
+
+
+def diagnose(method: str, q, trace: Sequence[dict[str, Any]], kg=None) -> dict[str, Any]:
+    """The gold-based diagnostics of one finished answer of ``method`` (``{}`` for a method without)."""
+    fn = DIAGNOSTICS.get(method)
+    return fn(q, trace, kg) if fn else {}
+
+
+def decomposition_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A Keqing record's decomposition check as ``{"predicted_chain", "gold_chain", "correct"}``,
+    ``correct`` being the paper's decomposition accuracy (the template chain equals the gold
+    relation path): from the record's diagnostics, or — records written before the check left the
+    method — from its ``decomposition_check`` trace stage. None when the record has neither."""
+    d = (record.get("diagnostics") or {}).get("decomposition")
+    if d is not None:
+        return {"predicted_chain": d["predicted_chain"], "gold_chain": d["gold_chain"], "correct": d["chain_correct"]}
+    return _stage(record.get("trace"), "decomposition_check")

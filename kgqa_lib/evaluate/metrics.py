@@ -1,6 +1,6 @@
 """Per-question metrics: pure functions over answer strings.
 
-Strict metrics (all after :func:`normalize_answer`):
+Strict metrics (all after :func:`~kgqa_lib.text.normalize_answer`):
 
 - ``hits_at_1``  — the first prediction is a gold answer.
 - ``any_hit``    — some prediction is a gold answer.
@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-import string
-import unicodedata
-from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
+
+from ..text import answer_set, normalize_answer, rouge_l
 
 __all__ = ["normalize_answer", "hits_at_1", "any_hit", "exact_set_match", "set_prf", "lenient_match",
            "rouge_l", "bootstrap_ci", "score", "FACTOID_KEYS", "OPEN_KEYS"]
@@ -31,35 +30,7 @@ __all__ = ["normalize_answer", "hits_at_1", "any_hit", "exact_set_match", "set_p
 FACTOID_KEYS = ("hits@1", "any_hit", "exact_match", "precision", "recall", "f1", "lenient")
 OPEN_KEYS = ("rouge_l",)
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_ASCII_PUNCT = frozenset(string.punctuation)
 _LENIENT_MIN_CHARS = 3
-
-
-def _is_punct(ch: str) -> bool:
-    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
-
-
-def normalize_answer(s: object) -> str:
-    """SQuAD-style normalisation: lowercase, strip accents, remove punctuation, remove the articles
-    a/an/the, collapse whitespace.
-
-    Punctuation is deleted, not replaced by a space, as in the SQuAD script ("Kang-ho" → "kangho",
-    "U.S." → "us", "1,000" → "1000"); it covers ASCII punctuation and every Unicode punctuation
-    character (curly quotes, dashes). Accents are stripped by NFKD decomposition ("Amélie" →
-    "amelie"). ``None`` → ``""``."""
-    if s is None:
-        return ""
-    text = unicodedata.normalize("NFKD", str(s))
-    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
-    text = "".join(ch for ch in text if not _is_punct(ch))
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
-
-
-def _norm_set(xs: Iterable[object]) -> set[str]:
-    """Normalised, non-empty answers as a set (answers that normalise to "" are dropped)."""
-    return {n for n in (normalize_answer(x) for x in xs) if n}
 
 
 def hits_at_1(predictions: Sequence[str], gold: Sequence[str]) -> float:
@@ -68,18 +39,18 @@ def hits_at_1(predictions: Sequence[str], gold: Sequence[str]) -> float:
     if not predictions:
         return 0.0
     first = normalize_answer(predictions[0])
-    return float(bool(first) and first in _norm_set(gold))
+    return float(bool(first) and first in answer_set(gold))
 
 
 def any_hit(predictions: Sequence[str], gold: Sequence[str]) -> float:
     """1.0 if any normalised prediction equals any normalised gold answer, else 0.0."""
-    return float(bool(_norm_set(predictions) & _norm_set(gold)))
+    return float(bool(answer_set(predictions) & answer_set(gold)))
 
 
 def exact_set_match(predictions: Sequence[str], gold: Sequence[str]) -> float:
     """1.0 if the normalised prediction set equals the normalised gold set (order and duplicates
     ignored), else 0.0. Both empty → 1.0 (consistent with :func:`set_prf`)."""
-    return float(_norm_set(predictions) == _norm_set(gold))
+    return float(answer_set(predictions) == answer_set(gold))
 
 
 def set_prf(predictions: Sequence[str], gold: Sequence[str]) -> tuple[float, float, float]:
@@ -88,7 +59,7 @@ def set_prf(predictions: Sequence[str], gold: Sequence[str]) -> tuple[float, flo
 
     Conventions: both empty → (1, 1, 1) (correctly predicting "no answer"); exactly one empty →
     (0, 0, 0)."""
-    p, g = _norm_set(predictions), _norm_set(gold)
+    p, g = answer_set(predictions), answer_set(gold)
     if not p and not g:
         return 1.0, 1.0, 1.0
     if not p or not g:
@@ -115,28 +86,10 @@ def lenient_match(predictions: Sequence[str], gold: Sequence[str]) -> float:
     single letter "hitting" "Barack Obama"): the contained string must have at least 3 characters
     and must match on word boundaries ("Obama" is in "Barack Obama", but not in "Obamacare").
     Articles are already removed by normalisation, so "the" normalises to "" and never matches."""
-    ps, gs = _norm_set(predictions), _norm_set(gold)
+    ps, gs = answer_set(predictions), answer_set(gold)
     if ps & gs:
         return 1.0
     return float(any(_contains_words(p, g) or _contains_words(g, p) for p in ps for g in gs))
-
-
-@lru_cache(maxsize=1)
-def _rouge():
-    from rouge_score import rouge_scorer
-
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-
-
-def rouge_l(prediction: str, references: Sequence[str]) -> float:
-    """ROUGE-L F-measure (``rouge_score.rouge_scorer``, Porter stemming) of ``prediction`` against
-    each reference; the maximum over the references. Empty prediction or no references → 0.0."""
-    if not prediction or not str(prediction).strip():
-        return 0.0
-    refs = [str(r) for r in references if r is not None and str(r).strip()]
-    if not refs:
-        return 0.0
-    return max(_rouge().score(ref, str(prediction))["rougeL"].fmeasure for ref in refs)
 
 
 def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: float = 0.95,

@@ -1,6 +1,8 @@
 """PG&AKV read from finished runs, split into dev and test (issue 23): the pruning settings chosen
 on the dev questions, Table 2 on the test questions, the paper's verification-error share, and why
-QSM wins. Everything here reads run records only: no LLM call.
+QSM wins; and, per record, where a wrong answer lost the gold one (:func:`gold_funnel`,
+:func:`attribute_error`, :func:`pruning_sweep`: gold-based, so here and not in the method).
+Everything here reads run records only: no LLM call.
 
 A *loader* is ``load(set, run) -> list of records`` with ``set`` in ``simple``/``multihop``/``open``
 and ``run`` a run name (``io``, ``cot``, ``sc``, ``qsm``, ``pgakv``, ``pgakv_thr05``, ...: the
@@ -15,7 +17,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
-from ..methods.pgakv import _holds_gold, attribute_error, gold_funnel, reprune, stage_output
+from ..methods.pgakv import reprune, stage_output
 from .metrics import normalize_answer
 from .report import best_baseline_gain, format_gain, paired_gain, summarize
 
@@ -37,6 +39,80 @@ ROWS = {"io": "IO", "cot": "CoT", "sc": "SC (3 samples)", "qsm": "QSM", "pgakv":
         "pgakv_pg": "Pseudo-Graph (kg_context=none: the paper's Table 4 row, no KG)"}
 
 
+# ---------------------------------------------------------------------------------------------
+# Where the gold answer is lost: a run record's trace read against its gold answers
+# ---------------------------------------------------------------------------------------------
+ERROR_STAGES = ("Cypher", "linking/retrieval", "pruning", "verification", "answering")
+
+
+def _holds_gold(triples, gold: set[str]) -> bool:
+    return any({normalize_answer(x) for x in t} & gold for t in triples)
+
+
+def gold_funnel(record: dict[str, Any]) -> dict[str, bool | None]:
+    """Does a gold answer appear in ``G_p`` (sketch), ``G_t`` (retrieved), ``G_g`` (after pruning),
+    ``G_f`` (after verification; ``None`` for a run without verification) of one factoid PG&AKV
+    run record?"""
+    gold = {normalize_answer(g) for g in record["gold"]}
+    ver = stage_output(record, "verify")
+    return {
+        "G_p": _holds_gold(stage_output(record, "cypher_to_triples")["triples"], gold),
+        "G_t": _holds_gold([h["triple"] for h in stage_output(record, "semantic_query")["hits"]], gold),
+        "G_g": _holds_gold(stage_output(record, "prune")["triples"], gold),
+        "G_f": _holds_gold(ver["triples"], gold) if ver is not None else None,
+    }
+
+
+def attribute_error(record: dict[str, Any], no_verify: dict[str, Any] | None = None) -> str | None:
+    """The stage a wrong factoid answer is first lost at (``None`` when Hits@1 is 1), in pipeline order:
+    ``Cypher`` (no triples), ``linking/retrieval`` (no gold in ``G_t``), ``pruning`` (gold in ``G_t``,
+    not in ``G_g``), ``verification``, ``answering``.
+
+    ``verification`` has two readings. With ``no_verify`` (the same question run with
+    ``verify=False``): the answer was right without verification, so the verifier introduced the
+    error (the paper's definition). Without it, from the trace alone: ``G_g`` held a gold fact and the
+    verified graph ``G_f`` does not (the verifier dropped or never copied it)."""
+    if record["metrics"].get("hits@1") == 1.0:
+        return None
+    if not stage_output(record, "cypher_to_triples")["triples"]:
+        return "Cypher"
+    f = gold_funnel(record)
+    if not f["G_t"]:
+        return "linking/retrieval"
+    if not f["G_g"]:
+        return "pruning"
+    if stage_output(record, "verify") is None:
+        return "answering"  # a run without verification: the answer prompt saw G_g
+    if no_verify is not None:
+        if no_verify["qid"] != record["qid"]:
+            raise ValueError(f"no_verify is another question: {no_verify['qid']} != {record['qid']}")
+        return "verification" if no_verify["metrics"].get("hits@1") == 1.0 else "answering"
+    return "answering" if f["G_f"] else "verification"
+
+
+def pruning_sweep(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5, 0.6, 0.7),
+                  extra_ks=(0, 1, 2)) -> list[dict[str, Any]]:
+    """Share of factoid questions whose ground graph ``G_g`` still holds a gold answer, for each
+    (threshold, k) — re-scored offline from the recorded retrieval, so the whole grid costs no LLM
+    call. Also the mean number of ground triples the verifier would be shown."""
+    rows = []
+    recs = [r for r in records if stage_output(r, "semantic_query") is not None]
+    for extra in extra_ks:
+        for thr in thresholds:
+            kept, sizes = 0, []
+            for r in recs:
+                g = reprune(r, threshold=thr, extra_k=extra)
+                kept += _holds_gold(g.triples, {normalize_answer(x) for x in r["gold"]})
+                sizes.append(len(g.triples))
+            rows.append({"k": f"#subjects(G_p)+{extra}" if extra else "#subjects(G_p)", "threshold": thr,
+                         "questions": len(recs), "gold in G_g": round(kept / max(1, len(recs)), 3),
+                         "ground triples/q": round(sum(sizes) / max(1, len(sizes)), 1)})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark's saved runs, split into dev and test
+# ---------------------------------------------------------------------------------------------
 def committed_records(part: str, run: str) -> list[dict[str, Any]]:
     """The saved copy of a benchmark run, ``results/bench/runs/pgakv_t2/t2_<part>.<run>.jsonl.gz``."""
     return _committed(part, run)
@@ -51,8 +127,8 @@ def _committed(part: str, run: str) -> list[dict[str, Any]]:
 
 
 def split_qids(part: str) -> tuple[set[str], set[str]]:
-    """(dev qids, test qids) of a mini-world set (:func:`kgqa_lib.datasets.split_dev_test`)."""
-    from ..datasets import MINIWORLD_DEV_FRACTION, load_dataset
+    """(dev qids, test qids) of a mini-world set (:func:`kgqa_lib.data.datasets.split_dev_test`)."""
+    from ..data.datasets import MINIWORLD_DEV_FRACTION, load_dataset
 
     test = {q.qid for q in load_dataset(f"miniworld:{part}:test")}
     dev = {q.qid for q in load_dataset(f"miniworld:{part}:dev")} if MINIWORLD_DEV_FRACTION[part] else set()
@@ -141,10 +217,10 @@ def table2_test_report(load: Loader = committed_records, choice: dict[str, Any] 
     chosen_run, thr = choice["choice"]["run"], choice["choice"]["threshold"]
     tests = {s: split_qids(s)[1] for s in SETS}
     recs = lambda s, run: restrict(load(s, run), tests[s])  # noqa: E731
-    from ..datasets import MINIWORLD_DEV_FRACTION, MINIWORLD_SPLIT_SEED
+    from ..data.datasets import MINIWORLD_DEV_FRACTION, MINIWORLD_SPLIT_SEED
 
     lines = ["# PG&AKV, Table 2 on the test splits (settings chosen on dev)\n",
-             f"Splits (`kgqa_lib.datasets.split_dev_test`, seed {MINIWORLD_SPLIT_SEED}, stratified by question type: "
+             f"Splits (`kgqa_lib.data.datasets.split_dev_test`, seed {MINIWORLD_SPLIT_SEED}, stratified by question type: "
              "simple by ambiguous/temporal/recent flags, multi-hop by logical form, open by style): "
              + ", ".join(f"{s} {len(split_qids(s)[0])} dev / {len(tests[s])} test (dev fraction "
                          f"{MINIWORLD_DEV_FRACTION[s]})" for s in SETS)

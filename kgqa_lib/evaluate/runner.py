@@ -1,7 +1,9 @@
 """The runner: a method over a dataset, one JSON line per finished question, resumable.
 
 A record carries the question, gold and prediction, the response text, the metrics, the
-per-stage trace, LLM and KG accounting, the error (if any) and the run's config hash. Killing a
+per-stage trace, LLM and KG accounting, the error (if any) and the run's config hash; for a method
+with gold-based diagnostics (:mod:`kgqa_lib.evaluate.diagnostics`: Keqing's decomposition check),
+``"diagnostics"``, computed here from the trace and the question after the method returned. Killing a
 run loses at most the question in flight: re-running the same command skips finished questions.
 
 What a run file can be trusted for:
@@ -36,13 +38,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..datasets import Dataset
+from ..data.datasets import Dataset
 from ..errors import InfrastructureError, UserError
-from ..llm import ReplayMiss, track_usage
+from ..llm.chat import ReplayMiss, track_usage
+from ..llm.prompting import load_prompt
 from ..methods import Context, MethodResult, get_method
 from ..paths import results_dir
-from ..prompting import load_prompt
-from .metrics import score
+from .diagnostics import diagnose
+from .metrics import FACTOID_KEYS, OPEN_KEYS, score
 
 
 class Metered:
@@ -123,18 +126,19 @@ def dedupe_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return kept, len(records) - len(kept)
 
 
-def read_records(path: str | Path, *, dedupe: bool = True) -> list[dict[str, Any]]:
+def read_records(path: str | Path, *, dedupe: bool = True) -> RunRecords:
     """All complete records of a run file (a truncated last line from a killed run is skipped);
     a ``.gz`` file (a saved benchmark run, see :func:`save_runs`) is read the same way. Several
     records of one question (qid) count once — the last one — with a :class:`DuplicateRecordsWarning`
-    (``dedupe=False``: every line as written)."""
+    (``dedupe=False``: every line as written). A :class:`RunRecords` list (``.to_df()``)."""
     import gzip
     import warnings
 
     path = Path(path)
+    out = RunRecords()
+    out.path = path
     if not path.exists():
-        return []
-    out = []
+        return out
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -145,8 +149,9 @@ def read_records(path: str | Path, *, dedupe: bool = True) -> list[dict[str, Any
             if isinstance(rec, dict):
                 out.append(rec)
     if dedupe:
-        out, dropped = dedupe_records(out)
+        kept, dropped = dedupe_records(out)
         if dropped:
+            out[:] = kept
             warnings.warn(f"{path}: {dropped} duplicate record(s) of the same question dropped (the last one "
                           "counts); two runs wrote this file", DuplicateRecordsWarning, stacklevel=2)
     return out
@@ -305,11 +310,44 @@ class RunIncomplete(RuntimeError):
 
 
 class RunRecords(list):
-    """The run's records in dataset order (a list), with ``path`` and ``rescored`` (records re-scored
-    on resume because their question or gold changed)."""
+    """Run records (a list): the run's in dataset order from :func:`run`, a file's from
+    :func:`read_records`; ``path`` (the run file), ``rescored`` (records re-scored on resume because
+    their question or gold changed) and :meth:`to_df`."""
 
-    path: Path
+    path: Path | None = None
     rescored: int = 0
+
+    def to_df(self, join: str | None = " | "):
+        """One row per record: see :func:`records_to_df`."""
+        return records_to_df(self, join)
+
+
+def records_to_df(records: Iterable[dict[str, Any]], join: str | None = " | "):
+    """A pandas DataFrame with one row per run record: ``qid``, ``question``, ``gold`` and
+    ``prediction`` (lists joined with ``join``; None keeps the lists), ``error``, one column per
+    metric the records hold (in :data:`~kgqa_lib.evaluate.metrics.FACTOID_KEYS` order), ``seconds``, the LLM ``calls`` and ``tokens`` (prompt + completion)
+    and the ``kg_queries``. A field a record lacks (a benchmark's stripped copy has no question
+    text) is None."""
+    import pandas as pd
+
+    records = list(records)
+
+    def text(v: Any) -> Any:
+        return join.join(map(str, v)) if join is not None and isinstance(v, list) else v
+
+    held = {k for r in records for k in (r.get("metrics") or {})}
+    metrics = [k for k in FACTOID_KEYS + OPEN_KEYS if k in held] + sorted(held - set(FACTOID_KEYS + OPEN_KEYS))
+    rows = []
+    for r in records:
+        llm = r.get("llm") or {}
+        rows.append({"qid": r.get("qid"), "question": r.get("question"), "gold": text(r.get("gold")),
+                     "prediction": text(r.get("prediction")), "error": r.get("error"),
+                     **{m: (r.get("metrics") or {}).get(m) for m in metrics},
+                     "seconds": r.get("seconds"), "calls": llm.get("calls"),
+                     "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0) if llm else None,
+                     "kg_queries": (r.get("kg") or {}).get("queries")})
+    return pd.DataFrame(rows, columns=["qid", "question", "gold", "prediction", "error", *metrics, "seconds", "calls",
+                                       "tokens", "kg_queries"])
 
 
 def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) -> str:
@@ -324,13 +362,21 @@ def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) ->
     return f"{n} question{'s' if n != 1 else ''} not answered{stop}: {reason}; {fix}"
 
 
-def _rescore(record: dict[str, Any], q) -> dict[str, Any]:
-    """The record scored again against the current question and gold, from its stored prediction."""
+def _rescore(record: dict[str, Any], q, kg=None) -> dict[str, Any]:
+    """The record scored again against the current question and gold, from its stored prediction
+    (and its gold-based diagnostics computed again, when it has them)."""
     out = dict(record)
     out.update(question=q.question, gold=q.answers, kind=q.kind, question_hash=_question_hash(q),
                rescored_from=record.get("question_hash"),
                metrics=score(record.get("prediction") or [], q.answers, kind=q.kind, response=record.get("response")))
+    if "diagnostics" in record:
+        out["diagnostics"] = diagnose(record.get("method", ""), q, record.get("trace") or [], kg)
     return out
+
+
+def _unmetered(kg: Any) -> Any:
+    """The KG behind a :class:`Metered` proxy (the runner's own reads are not the method's queries)."""
+    return kg._inner if isinstance(kg, Metered) else kg
 
 
 def _redact(text: str) -> str:
@@ -376,7 +422,7 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
     concurrently in threads (for remote LLMs/endpoints; the local model serialises its calls);
     records are appended as questions finish, and the result list is in dataset order either way.
     ``workers`` is not part of the config: results do not depend on it. Nor is ``shard`` = (i, n)
-    (``dataset`` is then shard i of n, :meth:`~kgqa_lib.datasets.Dataset.shard`): each record gets
+    (``dataset`` is then shard i of n, :meth:`~kgqa_lib.data.datasets.Dataset.shard`): each record gets
     ``"shard": [i, n]``, which :func:`~kgqa_lib.evaluate.report.report` uses to merge the n files.
 
     Raises :class:`RunLocked` when another process writes ``out``, and :class:`RunIncomplete`
@@ -423,7 +469,7 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
         q = questions.get(r.get("qid"))
         # (a record without the hash, or a benchmark's stripped copy without the prediction, is kept as is)
         if q is not None and r.get("question_hash") and not r.get("stripped") and r["question_hash"] != _question_hash(q):
-            kept[i] = _rescore(r, q)
+            kept[i] = _rescore(r, q, _unmetered(ctx.kg))
             rescored += 1
     if duplicates or legacy or rescored:
         _write_atomically(out, kept)
@@ -452,13 +498,17 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
 
     def finish(q, result: MethodResult, acct: dict[str, Any]) -> None:
         metrics = score(result.answers, q.answers, kind=q.kind, response=result.response)
+        trace = _jsonable(result.trace)
         record = {
             "dataset": dataset.name, "qid": q.qid, "question": q.question, "gold": q.answers,
             "kind": q.kind, "question_hash": _question_hash(q), "prediction": result.answers, "response": result.response,
-            "metrics": metrics, "error": result.error, "trace": _jsonable(result.trace),
+            "metrics": metrics, "error": result.error, "trace": trace,
             **acct, "method": method, "model_id": ctx.llm.model_id,
             "config_hash": chash, "config": config,
         }
+        diagnostics = diagnose(method, q, trace, _unmetered(ctx.kg))  # the gold read here, after the method
+        if diagnostics:
+            record["diagnostics"] = diagnostics
         if shard:
             record["shard"] = [int(shard[0]), int(shard[1])]
         write(record)

@@ -1,6 +1,11 @@
 """Methods: one module per paper (``baselines``, ``pgakv``, ``fusic``, ``keqing``, ``tog``, ``kbbinder``).
 
-Each method is a pipeline of named stages; :func:`get_method` resolves a name such as ``io``."""
+Each method is a pipeline of named stages; :func:`get_method` resolves a name such as ``io``. A
+method reads the question, never its gold answers, gold query or gold chain (checks against the
+gold are :mod:`kgqa_lib.evaluate`'s, after the method returned; the one exception is labelled an
+oracle: FuSIC's ``oracle_linking`` analysis setting, off by default). Importing this package imports
+every method, which registers it — and FuSIC's and Keqing's question sets in the data layer's
+dataset registry."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import typing
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Literal, Mapping, Union
 
-from ..datasets import Question
+from ..data.datasets import Question
 from ..errors import UserError
 
 
@@ -20,9 +20,9 @@ from ..errors import UserError
 class Context:
     """What a method may use. Methods that need no KG (IO, CoT) ignore ``kg``/``embedder``."""
 
-    llm: Any  # kgqa_lib.llm.LLM
-    kg: Any = None  # kgqa_lib.kg.KnowledgeGraph
-    embedder: Any = None  # kgqa_lib.embed.Embedder
+    llm: Any  # kgqa_lib.llm.chat.LLM
+    kg: Any = None  # kgqa_lib.kg.graph.KnowledgeGraph
+    embedder: Any = None  # kgqa_lib.embed.embedder.Embedder
     settings: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
 
@@ -61,6 +61,12 @@ class MethodResult:
 
     def __str__(self) -> str:
         return " | ".join(self.answers) or "(no answer)"
+
+    def to_df(self):
+        """The trace as a table: one row per stage, its name and seconds (rounded to ms)."""
+        import pandas as pd
+
+        return pd.DataFrame([(s.name, round(s.seconds, 3)) for s in self.trace], columns=["stage", "seconds"])
 
 
 class Tracer:

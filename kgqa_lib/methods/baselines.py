@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..datasets import Question
-from ..parse import Parsed, extract_braced_answers
-from ..prompting import load_prompt
+from ..data.datasets import Question
+from ..llm.parse import Parsed, extract_braced_answers
+from ..llm.prompting import load_prompt
 from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 
 

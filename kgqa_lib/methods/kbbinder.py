@@ -5,7 +5,7 @@ ground — no KB retrieval in the prompt:
 
 1. :func:`select_exemplars` — (question, draft) pairs from a pool; KB-BINDER-R picks the pool
    questions closest to the question by BM25 (``retrieve``), else a fixed spread of the pool.
-   A pool question's draft is its gold s-expression (GrailQA's grammar, :mod:`kgqa_lib.sexpr`)
+   A pool question's draft is its gold s-expression (GrailQA's grammar, :mod:`kgqa_lib.kg.sexpr`)
    with every entity written as its name in quotes and every relation/class by a readable name
    (:func:`to_draft`): MetaQA's come from the gold relation path, ``(JOIN (R directed_by) "Heat")``.
 2. :func:`generate_drafts` — the LLM imitates the exemplars for the question: ``samples`` drafts,
@@ -33,11 +33,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 from urllib.parse import unquote
 
-from ..datasets import Question
-from ..kg import normalise_label
-from ..parse import clean_text
-from ..prompting import load_prompt
-from ..sexpr import COMPARATORS, OPERATORS, SExprError, extract_sexpr, parse_sexpr, to_text
+from ..data.datasets import Question
+from ..kg.graph import normalise_label
+from ..llm.parse import clean_text
+from ..llm.prompting import load_prompt
+from ..kg.sexpr import COMPARATORS, OPERATORS, SExprError, extract_sexpr, parse_sexpr, to_text
 from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 
 MAX_TRACE = 20  # candidates / executions kept per draft in a trace
@@ -200,7 +200,7 @@ def exemplar_pool(kg, kg_name: str, task: str = "", shots: int = 0, seed: int = 
         dom, qs = (t.target, t.pool[:shots]) if shots else (t.source, t.source.questions)
         pool = exemplars_from(qs, dom.kg_for, dom.kg_name, dom.profile)
     else:
-        from ..datasets import load_dataset
+        from ..data.datasets import load_dataset
         from .keqing import pool_for
 
         if kg_name == "tiny":
@@ -224,7 +224,7 @@ def select_exemplars(question: Question, pool: Sequence[Exemplar], n: int = 10, 
     if not retrieve:
         step = max(1, len(usable) // n)
         return usable[::step][:n]
-    from ..retrieval import BM25Retriever
+    from ..embed.retrieval import BM25Retriever
 
     ranked = BM25Retriever().rank(question.question, [e.question for e in usable], k=n)
     return [usable[r.index] for r in reversed(ranked)]
@@ -394,7 +394,7 @@ def catalogue(kg, embedder, kind: str = "relation", type_predicate: str | None =
 def bind_relations(names: Sequence[str], cat: Catalogue, embedder, k: int = 3) -> list[list[Option]]:
     """Each drafted name → the ``k`` catalogue entries whose names are most similar (cosine of
     their embeddings); a name the KG has verbatim scores 1.0 and comes first."""
-    from ..embed import cosine_topk
+    from ..embed.embedder import cosine_topk
 
     if not names:
         return []
@@ -589,7 +589,7 @@ def _profile(kg_name: str):
 def _kg_name(s: KBBinderSettings) -> str:
     name = s.kg or "miniworld"
     if name.startswith("sparql+"):
-        from ..remote import parse_kg_url
+        from ..kg.remote import parse_kg_url
 
         name = parse_kg_url(name)[1].get("profile", "wikidata")
     return name
@@ -621,7 +621,7 @@ def kbbinder(q: Question, ctx: Context) -> MethodResult:
         profile = _profile(kg_name)
     embedder = ctx.embedder
     if embedder is None:
-        from ..embed import Embedder
+        from ..embed.embedder import Embedder
 
         embedder = Embedder()
     tr = Tracer()

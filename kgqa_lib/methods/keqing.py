@@ -53,11 +53,11 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from ..datasets import Dataset, DatasetError, Question, load_dataset, split_dev_test
-from ..embed import cosine_topk
-from ..parse import clean_text
+from ..data.datasets import Dataset, DatasetError, Question, load_dataset, register, split_dev_test
+from ..embed.embedder import cosine_topk
+from ..llm.parse import clean_text
 from ..paths import data_dir
-from ..prompting import load_prompt
+from ..llm.prompting import load_prompt
 from .base import Context, MethodResult, Settings, Stage, Tracer, register_method, setting
 
 MASK = "[mask]"
@@ -74,7 +74,9 @@ def mask_question(raw: str) -> str:
 
 
 def gold_chain(q: Question) -> tuple[str, ...]:
-    """The question's gold relation path, ``('^directed_by', 'in_language')``."""
+    """A question's gold relation path, ``('^directed_by', 'in_language')``: read for the *pool*
+    questions (templates, worked examples, fine-tuning data), never for the question being answered
+    (its decomposition is checked against it after the method, by :mod:`kgqa_lib.evaluate.diagnostics`)."""
     path = q.gold_query.get("path", "")
     return tuple(p.strip() for p in path.split("/") if p.strip())
 
@@ -116,7 +118,7 @@ def sexpr_chain(sexpr: str) -> tuple[str, tuple[str, ...]] | None:
     the hop ``r``; the innermost hop comes first. The outermost ``(AND <class> …)`` — GrailQA's answer
     type, which every question carries — is dropped; anything else (an AND inside, a second entity or
     class, COUNT, ARGMAX/ARGMIN, a comparative, a literal where the chain starts) is no chain."""
-    from ..sexpr import SExprError, parse_sexpr
+    from ..kg.sexpr import SExprError, parse_sexpr
 
     try:
         node = parse_sexpr(sexpr)
@@ -198,6 +200,10 @@ def keqing_dataset(source: str = "miniworld", part: str | None = None) -> Datase
         ds = load_dataset(f"metaqa:{part}:dev")
         return Dataset(f"keqing:metaqa:{part}", list(test), kg="metaqa", source_files=ds.source_files)
     raise DatasetError(f"Unknown Keqing source {source!r}: 'miniworld', 'metaqa' or 'grailqa'")
+
+
+# Keqing: ``keqing:miniworld`` / ``keqing:metaqa:2hop`` = what is evaluated; ``keqing:miniworld:pool`` its pool
+register("keqing", lambda source="miniworld", part=None: keqing_dataset(source, part))
 
 
 def pool_for(kg_name: str) -> list[Question]:
@@ -497,7 +503,7 @@ def relation_path(kg_name: str, chain: Sequence[str]) -> list[str] | None:
     """A chain in the KG's own relations (the mini-world's are Wikidata-like ``P`` ids); None
     when the KG has no such relation."""
     if kg_name.startswith("miniworld"):
-        from ..miniworld import PROPERTIES, schema_path
+        from ..data.miniworld import PROPERTIES, schema_path
 
         if any(c.lstrip("^") not in PROPERTIES for c in chain):
             return None
@@ -892,7 +898,7 @@ def generate_chain(q: Question, ctx: Context, exemplars: Sequence[tuple[Question
 
 
 # --------------------------------------------------------------------------------------------
-# Evaluation helpers
+# Reading the plan (compared with the gold by kgqa_lib.evaluate.diagnostics, after the method)
 # --------------------------------------------------------------------------------------------
 def predicted_chain(steps: Sequence[Step]) -> tuple[str, ...]:
     """The top-1 template chain of each sub-question, concatenated."""
@@ -901,11 +907,6 @@ def predicted_chain(steps: Sequence[Step]) -> tuple[str, ...]:
         if st.match.chains:
             out += list(st.match.chains[0])
     return tuple(out)
-
-
-def decomposition_correct(q: Question, steps: Sequence[Step]) -> bool:
-    """Decomposition accuracy as in the paper: the sequence of (top-1) templates matches the gold one."""
-    return predicted_chain(steps) == gold_chain(q)
 
 
 @lru_cache(maxsize=4)
@@ -946,7 +947,7 @@ def _kg_name(ctx: Context) -> str:
     """The schema the template bank is built for; a SPARQL endpoint names it by its profile."""
     name = KeqingSettings.of(ctx).kg or "miniworld"
     if name.startswith("sparql+"):
-        from ..remote import parse_kg_url
+        from ..kg.remote import parse_kg_url
 
         name = parse_kg_url(name)[1].get("profile", "wikidata")
     return {"miniworld:wikidata": "miniworld"}.get(name, name)
@@ -984,9 +985,6 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
                            s["reasoning"], s["candidates"], s["reason_max"])
     answers = final_answers(steps, ctx.kg)
-    tr.stages.append(Stage("decomposition_check", {"predicted_chain": list(predicted_chain(steps)),
-                                                  "gold_chain": list(gold_chain(q)),
-                                                  "correct": decomposition_correct(q, steps)}))
     response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)
     error = dec.error if dec.error in ("fallback", "no_json") else (err or (None if answers else "no_answer"))
     return MethodResult(answers, response, tr.stages, error)

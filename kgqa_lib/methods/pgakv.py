@@ -24,8 +24,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..datasets import Question
-from ..parse import extract_braced_answers
+from ..data.datasets import Question
+from ..llm.parse import extract_braced_answers
 from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 from .baselines import Generation, generate, open_text as _open_text
 
@@ -351,63 +351,11 @@ def cypher_statistics(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading finished runs: where the gold answer is lost (error analysis, pruning re-scored offline)
+# Reading finished runs: a stage's output, and pruning run again on recorded retrieval (no LLM call)
 # ---------------------------------------------------------------------------------------------
-ERROR_STAGES = ("Cypher", "linking/retrieval", "pruning", "verification", "answering")
-
-
 def stage_output(record: dict[str, Any], name: str) -> dict[str, Any] | None:
     """The output of stage ``name`` in a run record's trace (``None`` if the run skipped it)."""
     return next((s["output"] for s in record["trace"] if s["name"] == name), None)
-
-
-def _holds_gold(triples, gold: set[str]) -> bool:
-    from ..evaluate.metrics import normalize_answer
-
-    return any({normalize_answer(x) for x in t} & gold for t in triples)
-
-
-def gold_funnel(record: dict[str, Any]) -> dict[str, bool | None]:
-    """Does a gold answer appear in ``G_p`` (sketch), ``G_t`` (retrieved), ``G_g`` (after pruning),
-    ``G_f`` (after verification; ``None`` for a run without verification) of one factoid PG&AKV
-    run record?"""
-    from ..evaluate.metrics import normalize_answer
-
-    gold = {normalize_answer(g) for g in record["gold"]}
-    ver = stage_output(record, "verify")
-    return {
-        "G_p": _holds_gold(stage_output(record, "cypher_to_triples")["triples"], gold),
-        "G_t": _holds_gold([h["triple"] for h in stage_output(record, "semantic_query")["hits"]], gold),
-        "G_g": _holds_gold(stage_output(record, "prune")["triples"], gold),
-        "G_f": _holds_gold(ver["triples"], gold) if ver is not None else None,
-    }
-
-
-def attribute_error(record: dict[str, Any], no_verify: dict[str, Any] | None = None) -> str | None:
-    """The stage a wrong factoid answer is first lost at (``None`` when Hits@1 is 1), in pipeline order:
-    ``Cypher`` (no triples), ``linking/retrieval`` (no gold in ``G_t``), ``pruning`` (gold in ``G_t``,
-    not in ``G_g``), ``verification``, ``answering``.
-
-    ``verification`` has two readings. With ``no_verify`` (the same question run with
-    ``verify=False``): the answer was right without verification, so the verifier introduced the
-    error (the paper's definition). Without it, from the trace alone: ``G_g`` held a gold fact and the
-    verified graph ``G_f`` does not (the verifier dropped or never copied it)."""
-    if record["metrics"].get("hits@1") == 1.0:
-        return None
-    if not stage_output(record, "cypher_to_triples")["triples"]:
-        return "Cypher"
-    f = gold_funnel(record)
-    if not f["G_t"]:
-        return "linking/retrieval"
-    if not f["G_g"]:
-        return "pruning"
-    if stage_output(record, "verify") is None:
-        return "answering"  # a run without verification: the answer prompt saw G_g
-    if no_verify is not None:
-        if no_verify["qid"] != record["qid"]:
-            raise ValueError(f"no_verify is another question: {no_verify['qid']} != {record['qid']}")
-        return "verification" if no_verify["metrics"].get("hits@1") == 1.0 else "answering"
-    return "answering" if f["G_f"] else "verification"
 
 
 def reprune(record: dict[str, Any], k: int | None = None, threshold: float = 0.7,
@@ -420,28 +368,6 @@ def reprune(record: dict[str, Any], k: int | None = None, threshold: float = 0.7
         k = max(1, len({s for s, _, _ in pg.triples})) + extra_k
     sq = stage_output(record, "semantic_query")
     return prune(Retrieval(sq["seeds"], sq["candidates"], sq["hits"]), pg, k, threshold)
-
-
-def pruning_sweep(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5, 0.6, 0.7),
-                  extra_ks=(0, 1, 2)) -> list[dict[str, Any]]:
-    """Share of factoid questions whose ground graph ``G_g`` still holds a gold answer, for each
-    (threshold, k) — re-scored offline from the recorded retrieval, so the whole grid costs no LLM
-    call. Also the mean number of ground triples the verifier would be shown."""
-    from ..evaluate.metrics import normalize_answer
-
-    rows = []
-    recs = [r for r in records if stage_output(r, "semantic_query") is not None]
-    for extra in extra_ks:
-        for thr in thresholds:
-            kept, sizes = 0, []
-            for r in recs:
-                g = reprune(r, threshold=thr, extra_k=extra)
-                kept += _holds_gold(g.triples, {normalize_answer(x) for x in r["gold"]})
-                sizes.append(len(g.triples))
-            rows.append({"k": f"#subjects(G_p)+{extra}" if extra else "#subjects(G_p)", "threshold": thr,
-                         "questions": len(recs), "gold in G_g": round(kept / max(1, len(recs)), 3),
-                         "ground triples/q": round(sum(sizes) / max(1, len(sizes)), 1)})
-    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,7 +444,7 @@ def subgraph(kg, seeds: list[str], max_triples: int = 3000) -> list:
 
 def semantic_query(question: Question, pg: PseudoGraph, ctx: Context, top_k: int = 10) -> Retrieval:
     """Top-``top_k`` KG triples per pseudo-triple by cosine of Sentence-BERT embeddings."""
-    from ..embed import EmbeddingIndex
+    from ..embed.embedder import EmbeddingIndex
 
     kg, embedder = ctx.kg, ctx.embedder
     s = PGAKVSettings.of(ctx)
@@ -623,7 +549,7 @@ class Verification:
 
 def verify(question: str, pg: PseudoGraph, ground: GroundGraph, ctx: Context) -> Verification:
     """The LLM keeps, deletes, replaces and adds triples of ``G_p`` using the ground graph ``G_g``."""
-    from ..prompting import load_prompt
+    from ..llm.prompting import load_prompt
 
     prompt = load_prompt("pgakv_verify")
     s = PGAKVSettings.of(ctx)
@@ -645,7 +571,7 @@ def verify(question: str, pg: PseudoGraph, ground: GroundGraph, ctx: Context) ->
 
 def answer_from_triples(question: Question, triples: list[PTriple], ctx: Context) -> Generation:
     """Answer from the verified graph ``G_f``: braces for factoid questions, prose for open ones."""
-    from ..prompting import load_prompt
+    from ..llm.prompting import load_prompt
 
     name = "pgakv_answer_open" if question.kind == "open" else "pgakv_answer"
     messages = load_prompt(name).messages(triples=format_triples(triples), question=question.question)
@@ -704,7 +630,7 @@ def pgakv(q: Question, ctx: Context) -> MethodResult:
 # ---------------------------------------------------------------------------------------------
 def majority_vote(answer_lists: list[list[str]]) -> tuple[list[str], dict[str, int]]:
     """The answer set given most often (by its normalised first answer); ties → earliest sample."""
-    from ..evaluate.metrics import normalize_answer as normalize
+    from ..text import normalize_answer as normalize
 
     votes = Counter(normalize(a[0]) for a in answer_lists if a)
     if not votes:
@@ -718,7 +644,7 @@ def majority_vote(answer_lists: list[list[str]]) -> tuple[list[str], dict[str, i
 
 def most_central(texts: list[str]) -> int:
     """For open answers: the sample with the highest mean ROUGE-L to the other samples."""
-    from ..evaluate.metrics import rouge_l
+    from ..text import rouge_l
 
     if len(texts) < 2:
         return 0
@@ -749,7 +675,7 @@ def self_consistency(q: Question, ctx: Context) -> MethodResult:
 def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retrieval:
     """QSM: embed the question itself and take the ``top_n`` closest KG triples around the
     entities it names."""
-    from ..embed import EmbeddingIndex
+    from ..embed.embedder import EmbeddingIndex
 
     kg = ctx.kg
     seeds = base_seeds(question, [], kg, QSMSettings.of(ctx))

@@ -45,9 +45,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from ..datasets import Question
-from ..parse import clean_text, extract_braced_answers
-from ..prompting import load_prompt
+from ..data.datasets import Question
+from ..llm.parse import clean_text, extract_braced_answers
+from ..llm.prompting import load_prompt
 from .base import Context, MethodResult, Settings, Stage, Tracer, register_method, setting
 from .baselines import Generation, generate, open_text
 
@@ -213,7 +213,7 @@ _NUMBER = re.compile(r"(?<![\w.])(?:0?\.\d+|1\.0*|0|1)(?![\w.])")
 
 
 def _norm(s: str) -> str:
-    from ..kg import normalise_label
+    from ..kg.graph import normalise_label
 
     return normalise_label(re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", s).strip().strip("\"'`*{}").strip())
 

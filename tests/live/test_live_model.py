@@ -3,8 +3,8 @@ the suite stays honest that the default works, not only its transcripts."""
 
 import pytest
 
-from kgqa_lib.datasets import load_dataset
-from kgqa_lib.llm import LLMCache, make_llm
+from kgqa_lib.data.datasets import load_dataset
+from kgqa_lib.llm.chat import LLMCache, make_llm
 from kgqa_lib.methods import Context, get_method
 
 pytestmark = pytest.mark.live

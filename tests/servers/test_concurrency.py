@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from kgqa_lib.datasets import load_dataset
+from kgqa_lib.data.datasets import load_dataset
 from kgqa_lib.evaluate.runner import RunIncomplete, read_records, run
-from kgqa_lib.llm import LLMCache, make_llm
+from kgqa_lib.llm.chat import LLMCache, make_llm
 from kgqa_lib.methods import Context
 from kgqa_lib.servers import FakeChatServer
 

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from kgqa_lib import models
-from kgqa_lib.llm import LLMCache, make_llm, track_usage
+from kgqa_lib.llm import models
+from kgqa_lib.llm.chat import LLMCache, make_llm, track_usage
 
 pytestmark = pytest.mark.server
 
@@ -80,7 +80,7 @@ def test_concurrent_calls_through_the_pool(llama_server, tmp_path):
 
 def test_runner_workers_against_the_llama_server(llama_server, tmp_path):
     """The runner's concurrent questions through a real model server (the server queues them)."""
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
     from kgqa_lib.evaluate.runner import run
     from kgqa_lib.methods import Context
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from kgqa_lib.evaluate.runner import read_records
-from kgqa_lib.llm import LLMCache, LLMEndpointError, make_llm
+from kgqa_lib.llm.chat import LLMCache, LLMEndpointError, make_llm
 from kgqa_lib.paths import data_dir
 from kgqa_lib.servers import FakeChatServer, OxigraphServer, env_for_openai, free_port
 

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from kgqa_lib.kg import QueryRejected, QueryTimeout
-from kgqa_lib.remote import SparqlKG, open_sparql_kg
+from kgqa_lib.kg.graph import QueryRejected, QueryTimeout
+from kgqa_lib.kg.remote import SparqlKG, open_sparql_kg
 from kgqa_lib.servers import free_port
 
 pytestmark = pytest.mark.server

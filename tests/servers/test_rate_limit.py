@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from kgqa_lib import llm as llm_mod
-from kgqa_lib.llm import LLMCache, make_llm
+from kgqa_lib.llm import chat as llm_mod
+from kgqa_lib.llm.chat import LLMCache, make_llm
 from kgqa_lib.servers import FakeChatServer
 
 pytestmark = pytest.mark.server

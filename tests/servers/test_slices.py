@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.paths import data_dir
-from kgqa_lib.remote import open_sparql_kg
+from kgqa_lib.kg.remote import open_sparql_kg
 from kgqa_lib.servers import OxigraphServer
-from kgqa_lib.slices import SliceMissing, build_slice, load_slices, slice_kg, slice_path
+from kgqa_lib.kg.slices import SliceMissing, build_slice, load_slices, slice_kg, slice_path
 
 pytestmark = pytest.mark.server
 MW = "http://kgqa.local/miniworld/"

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from kgqa_lib.paths import data_dir
-from kgqa_lib.remote import QueryCache, SparqlKG, open_sparql_kg
+from kgqa_lib.kg.remote import QueryCache, SparqlKG, open_sparql_kg
 from kgqa_lib.servers import OxigraphServer
 
 pytestmark = pytest.mark.server

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, load_dataset
+from kgqa_lib.data.datasets import Dataset, load_dataset
 from kgqa_lib.evaluate.runner import run
-from kgqa_lib.kg import QueryRejected, QueryTimeout, load_named
-from kgqa_lib.llm import make_llm
+from kgqa_lib.kg.graph import QueryRejected, QueryTimeout
+from kgqa_lib.kg.sources import load_named  # noqa: E402
+from kgqa_lib.llm.chat import make_llm
 from kgqa_lib.methods import Context
 from kgqa_lib.paths import data_dir
-from kgqa_lib.remote import EndpointError, SparqlKG, open_sparql_kg, parse_kg_url, redact_url
+from kgqa_lib.kg.remote import EndpointError, SparqlKG, open_sparql_kg, parse_kg_url, redact_url
 from kgqa_lib.servers import OxigraphServer, VirtuosoServer, virtuoso_binary
 
 pytestmark = pytest.mark.server
@@ -100,7 +101,7 @@ def test_methods_give_identical_answers_embedded_vs_endpoint(oxigraph, tmp_path,
     emb, _ = _pairs(schema, srv, tmp_path)
     monkeypatch.setenv("KGQA_CACHE_DIR", str(tmp_path / "cache"))
     llm = make_llm("local", "replay")
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
     from kgqa_lib.methods.keqing import keqing_dataset
 
     embedder = Embedder()

@@ -82,7 +82,7 @@ def test_the_recorded_commands_made_the_records():
 
 
 def test_planned_sizes_of_our_own_sets():
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
 
     for c in bench.get_table("pgakv_t2").cells:
         assert c.planned == len(load_dataset(c.dataset)), c.name
@@ -208,3 +208,25 @@ def test_restored_records_are_not_stripped_twice(tmp_path, monkeypatch):
 def test_printed_commands_are_shell_quoted():
     cell = core.Cell("x", "fusic", "fusic:mw-wd>metaqa:test-1hop", 1, ("--set", "task=mw-wd>metaqa"))
     assert "--dataset 'fusic:mw-wd>metaqa:test-1hop'" in cell.command() and "'task=mw-wd>metaqa'" in cell.command()
+
+
+def test_keqing_report_reads_the_diagnostics_of_new_records_like_the_trace_stage_of_old_ones(tmp_path):
+    """The decomposition check left the method (issue 19 §4): a record now carries it under
+    ``diagnostics``; the stripped copy keeps it, and the report counts it as it counted the old
+    ``decomposition_check`` stage."""
+    from kgqa_lib.bench import keqing as BK
+    from kgqa_lib.evaluate.diagnostics import decomposition_of
+
+    base = {"qid": "q", "kind": "factoid", "metrics": {"hits@1": 1.0}, "error": None, "seconds": 1.0,
+            "llm": {"calls": 1}, "question": "which films did [Someone] direct", "prediction": ["A Film"]}
+    old = {**base, "trace": [{"name": "decomposition_check", "output": {"predicted_chain": ["^directed_by"],
+                                                                       "gold_chain": ["directed_by"], "correct": False}},
+                             {"name": "decompose", "output": {"error": None, "text": "…"}}]}
+    new = {**base, "trace": [{"name": "decompose", "output": {"error": None, "text": "…"}}],
+           "diagnostics": {"decomposition": {"predicted_chain": ["^directed_by"], "gold_chain": ["directed_by"],
+                                             "chain_correct": False, "seed_named": True, "seed_correct": True,
+                                             "correct": False}}}
+    s_old, s_new = BK.strip(old), BK.strip(new)
+    assert "question" not in s_new and s_new["diagnostics"] == new["diagnostics"]
+    assert decomposition_of(s_old) == decomposition_of(s_new) == {"predicted_chain": ["^directed_by"],
+                                                                 "gold_chain": ["directed_by"], "correct": False}

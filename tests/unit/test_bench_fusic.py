@@ -55,7 +55,7 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
 
 
 def test_planned_sizes_are_the_datasets(data_dir_or_skip):
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
 
     for c in B.CELLS:
         a = _args(c)
@@ -78,9 +78,9 @@ class Scripted:
 
 
 def _record(tmp_path, task_name: str, q, settings: dict):
-    from kgqa_lib.datasets import Dataset
+    from kgqa_lib.data.datasets import Dataset
     from kgqa_lib.evaluate.runner import run
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
     from kgqa_lib.methods import fusic as F
 
@@ -106,7 +106,7 @@ def test_stripped_record_holds_counts_not_text(tmp_path, tmp_cache, request, tas
 
     if external:
         request.getfixturevalue("data_dir_or_skip")
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     t = F.get_task(task_name)
     emb = Embedder()

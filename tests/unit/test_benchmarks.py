@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from kgqa_lib.benchmarks import topic_ids
-from kgqa_lib.datasets import DatasetNotFound, load_dataset
+from kgqa_lib.data.benchmarks import topic_ids
+from kgqa_lib.data.datasets import DatasetNotFound, load_dataset
 
 EXPECTED = {"qald10:tog": (333, r"Q\d+"), "qald10:full": (394, r"Q\d+"), "simplequestions:tog": (1000, r"m\.\w+"),
             "webqsp:test": (1639, r"[mg]\.\w+"), "webqsp:grasp": (100, r"[mg]\.\w+"), "grailqa:dev": (967, r"[mg]\.\w+")}

@@ -15,14 +15,15 @@ import warnings
 import numpy as np
 import pytest
 
-from kgqa_lib.embed import Embedder
-from kgqa_lib.llm import LLM, CacheCorrupt, CacheRecoveredWarning, ChatRequest, LLMCache
+from kgqa_lib.embed.embedder import Embedder
+from kgqa_lib.llm.chat import LLM, ChatRequest, LLMCache
+from kgqa_lib._sqlite import CacheCorrupt, CacheRecoveredWarning
 
 N_PER_PROCESS = 200
 
 WRITER = r"""
 import os, sys, time
-from kgqa_lib.llm import ChatRequest, LLMCache
+from kgqa_lib.llm.chat import ChatRequest, LLMCache
 path, transcripts, tag, n, go = sys.argv[1:6]
 while not os.path.exists(go):
     time.sleep(0.002)

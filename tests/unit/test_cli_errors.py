@@ -94,9 +94,23 @@ CASES = [
 ]
 
 
+def _content(p):
+    """A file's bytes; a SQLite database's rows (a checkpoint of its write-ahead log on close rewrites
+    the file's bytes without changing a row)."""
+    if p.suffix != ".sqlite":
+        return p.read_bytes()
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    try:
+        return "\n".join(con.iterdump())
+    finally:
+        con.close()
+
+
 def _tree(root):
-    """Every file under ``root`` (SQLite's transient -wal/-shm journals aside), with its bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+    """Every file under ``root`` (SQLite's transient -wal/-shm journals aside), with its content."""
+    return {p.relative_to(root).as_posix(): _content(p) for p in sorted(root.rglob("*"))
             if p.is_file() and not p.name.endswith(("-wal", "-shm", "-journal"))}
 
 
@@ -136,7 +150,7 @@ def test_the_table_has_the_twenty_kinds_of_the_issue():
 
 def test_a_local_base_url_needs_no_key_openai_s_own_does(monkeypatch):
     from kgqa_lib.errors import SetupError
-    from kgqa_lib.llm import check_llm
+    from kgqa_lib.llm.chat import check_llm
 
     for var in ("OPENAI_API_KEY", "KGQA_LLM_BASE_URL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from kgqa_lib.embed import Embedder, EmbeddingIndex, cosine_topk
+from kgqa_lib.embed.embedder import Embedder, EmbeddingIndex, cosine_topk
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ pytest.importorskip("peft")
 def tiny():
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from kgqa_lib import models
+    from kgqa_lib.llm import models
 
     try:
         path = models.model_path("qwen2.5-0.5b", progress=False)
@@ -26,8 +26,8 @@ def tiny():
 
 
 def test_train_lora_and_answer_through_the_cache(tiny, tmp_path, tmp_cache):
-    from kgqa_lib.finetune import HFChatBackend, LazyBackend, LoraRecipe, Training, train_lora
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.finetune import HFChatBackend, LazyBackend, LoraRecipe, Training, train_lora
+    from kgqa_lib.llm.chat import LLM, LLMCache
 
     model, tok = tiny
     examples = [([{"role": "system", "content": "Reply with JSON."}, {"role": "user", "content": f"Question: q{i}"}],

@@ -8,7 +8,7 @@ import pytest
 
 from kgqa_lib.evaluate.metrics import set_prf
 from kgqa_lib.methods import fusic as F
-from kgqa_lib.sexpr import SExprError, extract_sexpr, parse_sexpr, to_sparql
+from kgqa_lib.kg.sexpr import SExprError, extract_sexpr, parse_sexpr, to_sparql
 
 
 # ---- s-expressions --------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_gold_logical_forms_reproduce_every_gold_answer(spec):
 
 
 def test_linking_and_candidate_recall(wd):
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     emb = Embedder()
     linked = recall = n = 0
@@ -116,8 +116,8 @@ def test_linking_and_candidate_recall(wd):
 
 
 def test_ambiguous_label_is_disambiguated_by_the_question(wd):
-    from kgqa_lib.datasets import Question
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.data.datasets import Question
+    from kgqa_lib.embed.embedder import Embedder
 
     film = F.link_entities(Question("x", "Who directed the film Casablanca?", []), wd.kg, Embedder())
     city = F.link_entities(Question("y", "Which country is the city of Casablanca in?", []), wd.kg, Embedder())
@@ -135,7 +135,7 @@ def test_parse_choice():
 
 # ---- retrievers -----------------------------------------------------------------------------
 def test_bm25_ranks_word_overlap_first():
-    from kgqa_lib.retrieval import BM25Retriever
+    from kgqa_lib.embed.retrieval import BM25Retriever
 
     texts = ["Paris → country", "Paris → population", "Paris ← capital"]
     top = BM25Retriever().rank("What is the population of Paris?", texts, 2)
@@ -145,7 +145,7 @@ def test_bm25_ranks_word_overlap_first():
 def test_dense_training_is_deterministic_and_cached(tmp_path, tmp_cache):
     import numpy as np
 
-    from kgqa_lib.retrieval import DenseRetriever, TrainingExample, train_dense
+    from kgqa_lib.embed.retrieval import DenseRetriever, TrainingExample, train_dense
 
     ex = [TrainingExample(f"Who directed film {i}?", "film → directed by", ["film → country", "film → language"])
           for i in range(6)] + [TrainingExample(f"Where was person {i} born?", "person → place of birth",
@@ -181,7 +181,7 @@ class Scripted:
 
 
 def test_pipeline_with_feedback(tmp_path, tmp_cache):
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
     task = F.get_task("geo-wd>cinema-fb")
@@ -204,7 +204,7 @@ def test_pipeline_with_feedback(tmp_path, tmp_cache):
 
 
 def test_feedback_stops_after_the_rounds(tmp_path, tmp_cache):
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
     task = F.get_task("geo-wd>cinema-fb")
@@ -249,7 +249,7 @@ def test_grailqa_slices_answer_their_questions(grail):
 
 
 def test_grailqa_linking_and_candidates(grail):
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     emb, linked, recall = Embedder(), 0, 0
     qs = grail.questions[:100]

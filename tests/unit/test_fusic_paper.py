@@ -50,7 +50,7 @@ def one_hop():
 
 
 def _run(tmp_path, settings, *queries):
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
     backend = Scripted(*queries)

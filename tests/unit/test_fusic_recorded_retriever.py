@@ -28,7 +28,7 @@ class Trainer:
         self.calls = 0
 
     def __call__(self):
-        from kgqa_lib.retrieval import DenseRetriever, TrainingReport
+        from kgqa_lib.embed.retrieval import DenseRetriever, TrainingReport
 
         self.calls += 1
         r = DenseRetriever(None, label="dense")
@@ -84,7 +84,7 @@ def test_own_data_is_the_mini_world_pairs(data_dir_or_skip):
 
 
 def test_training_spec_names_what_decides_the_model():
-    from kgqa_lib.retrieval import TrainingExample
+    from kgqa_lib.embed.retrieval import TrainingExample
 
     a = [TrainingExample("q", "pos", ["neg"])]
     b = [TrainingExample("q", "pos", ["other neg"])]
@@ -98,8 +98,8 @@ def test_training_spec_names_what_decides_the_model():
                                                        ("auto", False, False), ("replay", False, False)])
 def test_the_pipeline_records_as_its_llm_records_transcripts(record, monkeypatch, tmp_path, mode, transcripts,
                                                              expected):
-    from kgqa_lib.datasets import Question
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.data.datasets import Question
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
     from kgqa_lib.methods.fusic import pipeline
 

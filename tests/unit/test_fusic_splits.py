@@ -37,7 +37,7 @@ def _key(q) -> tuple[str, str]:
 def _seen_by_consumers(monkeypatch, tmp_path, name: str, shots: int) -> dict[str, set[tuple[str, str]]]:
     """The questions the dense retriever's training (fine-tuned and head), FuSIC's exemplars and
     KB-BINDER's exemplar pool read for ``shots`` target shots."""
-    from kgqa_lib import retrieval as R
+    from kgqa_lib.embed import retrieval as R
     from kgqa_lib.methods import kbbinder as KB
     from kgqa_lib.methods.fusic import generation as G, retrieval as FR
 
@@ -91,7 +91,7 @@ def test_no_test_question_in_shots_pools_or_retriever_training(monkeypatch, tmp_
     assert read["training"] == source | shot_keys
     assert read["exemplars"] == read["kbbinder"] == (shot_keys if shots else source)
     # the datasets `kgqa run` evaluates are the test questions
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
 
     assert [q.qid for q in load_dataset(f"fusic:{name}")] == [q.qid for q in task.test]
     assert [q.qid for q in load_dataset(f"fusic:{name}:pool")] == [q.qid for q in task.pool]
@@ -100,7 +100,7 @@ def test_no_test_question_in_shots_pools_or_retriever_training(monkeypatch, tmp_
 def test_metaqa_target_per_hop_datasets(data_dir_or_skip):
     """mw-wd>metaqa: ≥ 100 test questions per hop from MetaQA dev, one dataset per hop, the pool dealt
     over the hops (5 shots = hops 1, 2, 3, 1, 2), seeded (the same questions every time)."""
-    from kgqa_lib.datasets import DatasetError, load_dataset
+    from kgqa_lib.data.datasets import DatasetError, load_dataset
 
     task = F.get_task("mw-wd>metaqa")
     assert [q.metadata["hops"] for q in task.pool[:5]] == [1, 2, 3, 1, 2]

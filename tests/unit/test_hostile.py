@@ -13,14 +13,14 @@ import time
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from kgqa_lib.kg import EmbeddedKG
+from kgqa_lib.kg.graph import EmbeddedKG
 from kgqa_lib.methods.baselines import Generation
 from kgqa_lib.methods.fusic import PROFILES, Execution, execute_query, extract_query, parse_choice
 from kgqa_lib.methods.keqing import parse_chain, parse_decomposition
 from kgqa_lib.methods.pgakv import cypher_to_triples, parse_pseudo_graph, parse_triples, split_plan_and_cypher
-from kgqa_lib.parse import extract_braced_answers
+from kgqa_lib.llm.parse import extract_braced_answers
 from kgqa_lib.paths import repo_root
-from kgqa_lib.sexpr import SExprError, extract_sexpr, parse_sexpr, to_sparql
+from kgqa_lib.kg.sexpr import SExprError, extract_sexpr, parse_sexpr, to_sparql
 
 
 def _load_script():

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, Question, load_dataset
+from kgqa_lib.data.datasets import Dataset, Question, load_dataset
 from kgqa_lib.errors import InfrastructureError
 from kgqa_lib.evaluate.metrics import score
 from kgqa_lib.methods import kbbinder as B
@@ -15,7 +15,7 @@ from kgqa_lib.methods import kbbinder as B
 
 @pytest.fixture(scope="module")
 def tiny():
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.kg.sources import load_named
 
     return load_named("tiny")
 
@@ -24,7 +24,7 @@ def tiny():
 def embedder(tmp_path_factory):
     import os
 
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     old = os.environ.get("KGQA_CACHE_DIR")
     os.environ["KGQA_CACHE_DIR"] = str(tmp_path_factory.mktemp("emb"))
@@ -54,7 +54,7 @@ class Scripted:
 
 
 def _ctx(backend, tmp_path, kg, embedder, kg_name="tiny", **settings):
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
     llm = LLM(backend, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
@@ -81,7 +81,7 @@ def test_select_exemplars_bm25_leaves_the_question_out(tiny):
 
 
 def test_metaqa_pool_is_the_keqing_pool_split(data_dir_or_skip):
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.kg.sources import load_named
     from kgqa_lib.methods.keqing import keqing_dataset, pool_for
 
     kg = load_named("metaqa")
@@ -229,7 +229,7 @@ def test_infrastructure_errors_propagate(tiny, embedder, tmp_path):
 def test_runner_smoke_on_the_miniworld(tmp_path, embedder):
     """Two mini-world questions through `run`, the LLM writing the gold drafts."""
     from kgqa_lib.evaluate.runner import run
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.kg.sources import load_named
     from kgqa_lib.methods.keqing import keqing_dataset
 
     kg = load_named("miniworld")

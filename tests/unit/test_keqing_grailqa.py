@@ -56,7 +56,7 @@ def grailqa(data_dir_or_skip):
 def test_split_sizes_and_disjointness(grailqa):
     """Measured (the module docstring): pool 600, test 400; 901 chain questions; 41 test questions
     without a chain."""
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
 
     pool, test = grailqa
     assert (len(pool), len(test)) == (600, 400)
@@ -75,8 +75,8 @@ def test_split_sizes_and_disjointness(grailqa):
 def test_chains_reach_the_recomputed_gold(grailqa):
     """The chain read from the s-expression, walked from the topic entity on the fragment, gives the
     gold answers (measured: 900 of 901 exactly; the other a superset, its answer class dropped)."""
-    from kgqa_lib.grailqa import FB
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.data.grailqa import FB
+    from kgqa_lib.kg.sources import load_named
 
     kg = load_named(K.GRAILQA_KG)
     exact = superset = 0
@@ -132,11 +132,11 @@ class Scripted:
 def test_a_run_record_is_stripped_of_text_and_names(grailqa, tmp_path, tmp_cache):
     from kgqa_lib.bench import get_table
     from kgqa_lib.bench.keqing_grailqa import gold_chain_score, strip
-    from kgqa_lib.datasets import Dataset
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.data.datasets import Dataset
+    from kgqa_lib.embed.embedder import Embedder
     from kgqa_lib.evaluate.runner import read_records, run
-    from kgqa_lib.kg import load_named
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.kg.sources import load_named
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
     pool, test = grailqa

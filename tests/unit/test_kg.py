@@ -3,9 +3,9 @@ import time
 
 import pytest
 
-from kgqa_lib.datasets import metaqa_qtype_to_path
-from kgqa_lib.kg import (QueryRejected, QueryTimeout, check_read_only, from_triples, load_metaqa_kb, load_named,
-                         load_rdf)
+from kgqa_lib.data.datasets import metaqa_qtype_to_path
+from kgqa_lib.kg.graph import QueryRejected, QueryTimeout, check_read_only, from_triples, load_metaqa_kb, load_rdf
+from kgqa_lib.kg.sources import load_named
 from kgqa_lib.paths import data_dir
 
 ROWS = [
@@ -47,7 +47,7 @@ def test_lookup_exact_normalised_fuzzy(kg):
 
 
 def test_ambiguous_labels_return_all():
-    from kgqa_lib.kg import EmbeddedKG
+    from kgqa_lib.kg.graph import EmbeddedKG
 
     kg = EmbeddedKG(namespace="http://x/")
     kg.load_ntriples(
@@ -158,7 +158,7 @@ def test_metaqa_qtype_paths():
 
 @pytest.mark.data
 def test_real_metaqa_kb_and_gold_paths(data_dir_or_skip):
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
 
     kg = load_named("metaqa")
     assert len(kg.relations()) == 9
@@ -181,7 +181,7 @@ def test_a_store_held_by_another_process_opens_read_only(tmp_path):
     seed = kg.lookup("Inception", fuzzy=False)[0][0]
     expected = sorted(kg.label(v) for v in kg.follow_path(seed, ["directed_by"]))
     code = (
-        "from kgqa_lib.kg import load_metaqa_kb; from kgqa_lib.paths import data_dir; "
+        "from kgqa_lib.kg.graph import load_metaqa_kb; from kgqa_lib.paths import data_dir; "
         f"kg = load_metaqa_kb(data_dir() / 'tiny' / 'kb.txt', store_dir={str(store)!r}, name='tiny'); "
         "s = kg.lookup('Inception', fuzzy=False)[0][0]; "
         "print(sorted(kg.label(v) for v in kg.follow_path(s, ['directed_by']))); "

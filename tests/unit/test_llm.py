@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from kgqa_lib.llm import LLM, ChatRequest, LLMCache, ReplayMiss, make_llm, resolve_mode, track_usage
+from kgqa_lib.llm.chat import LLM, ChatRequest, LLMCache, ReplayMiss, make_llm, resolve_mode, track_usage
 
 
 class EchoBackend:

@@ -11,7 +11,7 @@ import pytest
 
 from kgqa_lib import doctor
 from kgqa_lib.evaluate.runner import config_hash, default_run_path
-from kgqa_lib.llm import LLMCache, ReplayMiss, make_llm
+from kgqa_lib.llm.chat import LLMCache, ReplayMiss, make_llm
 from kgqa_lib.paths import data_dir
 from kgqa_lib.servers import FakeChatServer
 
@@ -52,7 +52,7 @@ def test_two_servers_with_the_same_model_name_do_not_share_answers(no_openai_env
 
 
 def test_the_endpoint_id_has_no_credentials_and_openai_keeps_the_old_id(no_openai_env, monkeypatch, tmp_path):
-    from kgqa_lib.llm import endpoint_id, openai_model_id
+    from kgqa_lib.llm.chat import endpoint_id, openai_model_id
 
     assert openai_model_id("gpt-4o-mini") == "openai:gpt-4o-mini"  # recordings made before keep replaying
     for same in ("https://api.openai.com/v1", "https://API.openai.com:443/v1/", "https://api.openai.com/v1?x=1"):
@@ -71,7 +71,7 @@ def test_the_endpoint_id_has_no_credentials_and_openai_keeps_the_old_id(no_opena
 
 
 def test_long_endpoint_urls_give_short_unique_file_names(tmp_path):
-    from kgqa_lib.llm import _slug, openai_model_id
+    from kgqa_lib.llm.chat import _slug, openai_model_id
 
     ids = [openai_model_id("m", f"https://proxy.example.org/{'x' * 300}/{i}/v1") for i in range(2)]
     runs = [default_run_path("io", "tiny:films", i).name for i in ids]

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from kgqa_lib import miniworld as mw
-from kgqa_lib.datasets import load_dataset
+from kgqa_lib.data import miniworld as mw
+from kgqa_lib.data.datasets import load_dataset
+from kgqa_lib.kg.sources import load_miniworld_kg
 from kgqa_lib.paths import repo_root
 
 SETS = {"simple": 60, "multihop": 60, "open": 40, "templated": 60}
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.skipif(not built, reason="mini-world not built yet")
 
 @pytest.fixture(scope="module")
 def kgs():
-    return {"wikidata": mw.load_kg("wikidata"), "freebase": mw.load_kg("freebase")}
+    return {"wikidata": load_miniworld_kg("wikidata"), "freebase": load_miniworld_kg("freebase")}
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from kgqa_lib import models
+from kgqa_lib.llm import models
 from kgqa_lib.paths import repo_root
 
 

@@ -112,7 +112,7 @@ def test_the_built_wheel_imports_outside_the_clone(tmp_path):
         z.extractall(purelib)
     deps = sysconfig.get_paths()["purelib"]  # this environment's packages (its editable kgqa_lib stays out:
     (purelib / "_deps.pth").write_text(deps + "\n")  # .pth files of a .pth-added folder are not read)
-    code = ("import kgqa_lib, kgqa_lib.cli, kgqa_lib.distributed, pyoxigraph; from kgqa_lib.prompting import load_prompt; "
+    code = ("import kgqa_lib, kgqa_lib.cli, kgqa_lib.distributed, pyoxigraph; from kgqa_lib.llm.prompting import load_prompt; "
             "load_prompt('io'); print(kgqa_lib.__file__)")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     out = subprocess.run([str(tmp_path / "v" / "bin" / "python"), "-c", code], cwd=tmp_path, env=env,

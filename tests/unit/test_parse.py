@@ -1,6 +1,6 @@
 from hypothesis import given, settings, strategies as st
 
-from kgqa_lib.parse import extract_braced_answers
+from kgqa_lib.llm.parse import extract_braced_answers
 
 
 def test_braced_answers():

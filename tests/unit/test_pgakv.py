@@ -78,7 +78,7 @@ def test_majority_vote_and_central_sample():
 
 
 def test_prompts_with_turns_become_a_dialogue():
-    from kgqa_lib.prompting import load_prompt
+    from kgqa_lib.llm.prompting import load_prompt
 
     msgs = load_prompt("pgakv_pseudo").messages(question="Who directed Alien?")
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
@@ -118,7 +118,7 @@ def _hits(subject, triples, score):
 
 
 def test_attribute_error_names_the_first_stage_that_lost_the_gold_answer():
-    from kgqa_lib.methods.pgakv import attribute_error, gold_funnel
+    from kgqa_lib.evaluate.pgakv_analysis import attribute_error, gold_funnel
 
     sketch = [("Georgia", "currency", "Lari")]
     good = _hits("iGE", [("Georgia", "currency", "Georgian lari"), ("Georgia", "capital", "Tbilisi")], 0.8)
@@ -139,7 +139,8 @@ def test_attribute_error_names_the_first_stage_that_lost_the_gold_answer():
 
 
 def test_pruning_sweep_rescores_recorded_retrieval_without_the_llm():
-    from kgqa_lib.methods.pgakv import pruning_sweep, reprune
+    from kgqa_lib.evaluate.pgakv_analysis import pruning_sweep
+    from kgqa_lib.methods.pgakv import reprune
 
     sketch = [("Georgia", "currency", "Lari")]
     hits = (_hits("iGE", [("Georgia", "capital", "Tbilisi"), ("Georgia", "area", "69700")], 0.55)
@@ -155,7 +156,7 @@ def test_pruning_sweep_rescores_recorded_retrieval_without_the_llm():
 
 
 def test_a_run_without_verification_has_no_verified_graph():
-    from kgqa_lib.methods.pgakv import attribute_error, gold_funnel
+    from kgqa_lib.evaluate.pgakv_analysis import attribute_error, gold_funnel
 
     sketch = [("Georgia", "currency", "Lari")]
     rec = _record(["Georgian lari"], sketch, _hits("iGE", [("Georgia", "currency", "Georgian lari")], 0.8), [], ["Lari"])

@@ -4,7 +4,7 @@ the dataset's topic-entity annotations (use_topic_entities=false, link_question=
 
 import pytest
 
-from kgqa_lib.datasets import Question
+from kgqa_lib.data.datasets import Question
 from kgqa_lib.methods import pgakv as P
 
 SKETCH = """Plan: the capital.
@@ -39,7 +39,7 @@ class NoKG:
 
 
 def _ctx(backend, tmp_path, kg, embedder, **settings):
-    from kgqa_lib.llm import LLM, LLMCache
+    from kgqa_lib.llm.chat import LLM, LLMCache
     from kgqa_lib.methods import Context
 
     return Context(llm=LLM(backend, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None)), kg=kg,
@@ -48,7 +48,7 @@ def _ctx(backend, tmp_path, kg, embedder, **settings):
 
 @pytest.fixture(scope="module")
 def kg():
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.kg.sources import load_named
 
     return load_named("miniworld")
 
@@ -66,7 +66,7 @@ def test_pseudo_graph_variant_answers_from_the_sketch_alone(tmp_path, tmp_cache)
 
 
 def test_pseudo_graph_variant_sees_no_kg_triple_even_when_a_kg_is_given(tmp_path, tmp_cache, kg):
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     full, none = Scripted(), Scripted()
     res = P.pgakv(Q, _ctx(full, tmp_path / "a", kg, Embedder(), threshold=0.0, verify=False))
@@ -99,7 +99,7 @@ def test_question_entities_link_without_annotations(kg):
 def test_g_base_without_annotations(method, tmp_path, tmp_cache, kg):
     """Without the annotation and with a sketch whose names match no label, nothing is retrieved;
     linking the question's names finds Denmark again, as the annotation did."""
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     fn, stage = (P.qsm, "match_question") if method == "qsm" else (P.pgakv, "semantic_query")
     emb = Embedder()

@@ -23,9 +23,10 @@ import time
 
 import pytest
 
-from kgqa_lib.kg import GRAPH_IRI, QueryRejected, QueryTimeout, from_triples, load_named
+from kgqa_lib.kg.graph import GRAPH_IRI, QueryRejected, QueryTimeout, from_triples
+from kgqa_lib.kg.sources import load_named
 from kgqa_lib.paths import data_dir, repo_root
-from kgqa_lib.sparql_guard import QuerySyntaxError, cap_limit, check_read_only, guard_query, nesting_depth
+from kgqa_lib.kg.sparql_guard import QuerySyntaxError, cap_limit, check_read_only, guard_query, nesting_depth
 
 
 class Listener:
@@ -245,8 +246,8 @@ def test_project_generated_queries_pass():
 
 def test_remote_backend_queries_pass(monkeypatch):
     """The SPARQL backend's own queries (labels, VALUES batches, neighbourhoods, paths, search)."""
-    from kgqa_lib.kg import QueryResult
-    from kgqa_lib.remote import SparqlKG
+    from kgqa_lib.kg.graph import QueryResult
+    from kgqa_lib.kg.remote import SparqlKG
 
     sent: list[str] = []
     kg = SparqlKG("http://127.0.0.1:9/sparql", "freebase", cache=False, index_limit=0)
@@ -312,7 +313,7 @@ def test_a_timeout_stops_the_query(kg):
 
 
 def test_killed_worker_process_is_gone(kg):
-    from kgqa_lib.query_worker import StoreSource, Worker, WorkerTimeout
+    from kgqa_lib.kg.query_worker import StoreSource, Worker, WorkerTimeout
 
     w = Worker(StoreSource(nquads=kg.store.dump(format=__import__("pyoxigraph").RdfFormat.N_QUADS)))
     pid = w.pid
@@ -340,7 +341,7 @@ def test_fusic_statuses_for_guarded_queries():
 
 
 def test_on_disk_store_is_queried_read_only(tmp_path):
-    from kgqa_lib.kg import load_metaqa_kb
+    from kgqa_lib.kg.graph import load_metaqa_kb
 
     kb = tmp_path / "kb.txt"
     kb.write_text("Heat|directed_by|Michael Mann\n")
@@ -359,7 +360,7 @@ def test_scripts_exist():
 def test_idle_query_workers_are_bounded_across_kgs():
     """A run over many per-question slice KGs keeps at most MAX_IDLE_TOTAL idle worker processes
     (before: two per KG, ~1000 processes and 'filedescriptor out of range in select()' after ~500 slices)."""
-    from kgqa_lib import query_worker as qw
+    from kgqa_lib.kg import query_worker as qw
 
     pools = [qw.WorkerPool(lambda: qw.StoreSource(nquads=b"")) for _ in range(qw.MAX_IDLE_TOTAL + 4)]
     try:

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.evaluate.report import format_table, report, summarize
 from kgqa_lib.evaluate.runner import read_records, run
-from kgqa_lib.llm import LLM, LLMCache
+from kgqa_lib.llm.chat import LLM, LLMCache
 from kgqa_lib.methods import Context, MethodResult, register_method
 
 
@@ -84,9 +84,9 @@ def test_sigkill_midway_then_resume_loses_and_duplicates_nothing(tmp_path, worke
     script = tmp_path / "slow_run.py"
     script.write_text(textwrap.dedent(f"""
         import time
-        from kgqa_lib.datasets import Dataset, Question
+        from kgqa_lib.data.datasets import Dataset, Question
         from kgqa_lib.evaluate.runner import run
-        from kgqa_lib.llm import LLM, LLMCache
+        from kgqa_lib.llm.chat import LLM, LLMCache
         from kgqa_lib.methods import Context, MethodResult, register_method
 
         class Slow:
@@ -194,7 +194,7 @@ def _outage_method(name, outage):
 @pytest.mark.parametrize("workers", [1, 3])
 def test_endpoint_outage_is_not_an_answer_and_resume_retries(tmp_path, workers):
     """Today every question is recorded as `exception:EndpointError`, scored 0, and skipped by a resume."""
-    from kgqa_lib.remote import EndpointError
+    from kgqa_lib.kg.remote import EndpointError
 
     outage = _Outage(EndpointError)
     method = _outage_method(f"_outage_{workers}", outage)
@@ -216,7 +216,7 @@ def test_endpoint_outage_is_not_an_answer_and_resume_retries(tmp_path, workers):
 
 
 def test_isolated_outage_goes_on_and_is_retried(tmp_path):
-    from kgqa_lib.llm import LLMEndpointError
+    from kgqa_lib.llm.chat import LLMEndpointError
 
     outage = _Outage(LLMEndpointError, only={"q2"})
     method = _outage_method("_outage_one", outage)
@@ -239,7 +239,7 @@ def test_replay_miss_is_not_an_answer_and_says_how_to_record(tmp_path):
         run("_echo_last_word", _ds(6), replay, out, progress=False)
     msg = str(ei.value)
     assert "\n" not in msg and re.search(r"^6 questions not answered.*no recorded response of fixed.*--llm-mode auto", msg), msg
-    from kgqa_lib.llm import ReplayMiss
+    from kgqa_lib.llm.chat import ReplayMiss
 
     assert isinstance(ei.value.__cause__, ReplayMiss) and read_records(out) == []
 
@@ -257,7 +257,7 @@ def test_runs_from_the_old_runner_with_outage_records_are_retried(tmp_path):
 
 
 def test_method_failures_stay_scored_answers(tmp_path):
-    from kgqa_lib.kg import QueryTimeout
+    from kgqa_lib.kg.graph import QueryTimeout
 
     @register_method("_timeout_is_the_query")
     def _m(q, ctx):
@@ -269,7 +269,7 @@ def test_method_failures_stay_scored_answers(tmp_path):
 
 def test_fusic_execution_lets_an_endpoint_outage_through():
     from kgqa_lib.methods.fusic import PROFILES, execute_query
-    from kgqa_lib.remote import EndpointError
+    from kgqa_lib.kg.remote import EndpointError
 
     class DownKG:
         def sparql(self, *a, **k):
@@ -298,7 +298,7 @@ def test_overwrite_keeps_the_old_file_until_a_new_answer_exists(tmp_path):
     with pytest.raises(_Crash):  # a crash (kill, ^C) before the first new answer
         run("_crash_first", _ds(3), _ctx(tmp_path), out, progress=False, overwrite=True)
     assert out.read_bytes() == old
-    from kgqa_lib.remote import EndpointError
+    from kgqa_lib.kg.remote import EndpointError
 
     method = _outage_method("_outage_overwrite", _Outage(EndpointError))
     with pytest.raises(R.RunIncomplete):  # an outage: nothing answered, the old run stays
@@ -313,9 +313,9 @@ def test_overwrite_keeps_the_old_file_until_a_new_answer_exists(tmp_path):
 
 _LOCK_SCRIPT = """
 import sys, time
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.evaluate.runner import run
-from kgqa_lib.llm import LLM, LLMCache
+from kgqa_lib.llm.chat import LLM, LLMCache
 from kgqa_lib.methods import Context, MethodResult, register_method
 
 class Slow:
@@ -415,3 +415,69 @@ def test_resume_rescores_changed_gold_without_calling_the_llm(tmp_path):
     assert len(stored) == 4 and stored[1]["gold"] == ["w1"] and stored[1]["question_hash"] == recs[1]["question_hash"]
     ctx = _ctx(tmp_path)
     assert run("_echo_last_word", ds, ctx, out, progress=False).rescored == 0 and ctx.llm.usage.calls == 0
+
+
+# ---- gold-based diagnostics: computed by the runner after the method, never by the method --------
+@register_method("_echo_traced")
+def _echo_traced(q, ctx):
+    from kgqa_lib.methods.base import Stage
+
+    r = ctx.llm.chat(q.question)
+    return MethodResult([r.text.strip("{}")], r.text, [Stage("guess", {"word": r.text.strip("{}")})])
+
+
+def test_runner_attaches_diagnostics_from_the_trace_and_the_gold(tmp_path, monkeypatch):
+    from kgqa_lib.evaluate import diagnostics
+
+    seen = []
+
+    def word_is_gold(q, trace, kg=None):
+        seen.append(q.qid)
+        return {"guess_is_gold": trace[0]["output"]["word"] in q.answers}
+
+    monkeypatch.setitem(diagnostics.DIAGNOSTICS, "_echo_traced", word_is_gold)
+    out = tmp_path / "run.jsonl"
+    recs = run("_echo_traced", _ds(4), _ctx(tmp_path), out, progress=False)
+    assert [r["diagnostics"] for r in recs] == [{"guess_is_gold": g} for g in (True, False, True, False)]
+    assert read_records(out)[1]["diagnostics"] == {"guess_is_gold": False}
+    assert "diagnostics" not in run("_echo_last_word", _ds(2), _ctx(tmp_path), tmp_path / "plain.jsonl",
+                                    progress=False)[0]  # a method without diagnostics: records as before
+    ds = _ds(4)
+    ds.questions[1].answers[:] = ["w1"]  # the gold changed: re-scored on resume, diagnostics too
+    recs = run("_echo_traced", ds, _ctx(tmp_path), out, progress=False)
+    assert recs.rescored == 1 and recs[1]["diagnostics"] == {"guess_is_gold": True}
+
+
+def test_decomposition_of_reads_the_diagnostics_or_an_old_records_trace_stage():
+    from kgqa_lib.evaluate.diagnostics import decomposition_of
+
+    new = {"diagnostics": {"decomposition": {"predicted_chain": ["a"], "gold_chain": ["a", "b"], "chain_correct": False,
+                                             "seed_named": True, "seed_correct": True, "correct": False}}}
+    old = {"trace": [{"name": "decomposition_check", "output": {"predicted_chain": ["a"], "gold_chain": ["a"],
+                                                                 "correct": True}}]}
+    assert decomposition_of(new) == {"predicted_chain": ["a"], "gold_chain": ["a", "b"], "correct": False}
+    assert decomposition_of(old) == {"predicted_chain": ["a"], "gold_chain": ["a"], "correct": True}
+    assert decomposition_of({"trace": []}) is None
+
+
+def test_records_to_df_one_row_per_record(tmp_path):
+    from kgqa_lib.evaluate.runner import records_to_df
+
+    out = tmp_path / "run.jsonl"
+    recs = run("_echo_last_word", _ds(3), _ctx(tmp_path), out, progress=False)
+    df = recs.to_df()
+    assert list(df["qid"]) == ["q0", "q1", "q2"] and list(df["gold"]) == ["w0", "other", "w2"]
+    assert list(df["prediction"]) == ["w0", "w1", "w2"] and list(df["hits@1"]) == [1.0, 0.0, 1.0]
+    assert list(df["calls"]) == [1, 1, 1] and list(df["tokens"]) == [9, 9, 9]
+    assert read_records(out).to_df().equals(df)
+    assert records_to_df(recs, join=None)["gold"][1] == ["other"]
+    stripped = records_to_df([{"qid": "x", "metrics": {"hits@1": 1.0}}])  # a benchmark's stripped copy
+    assert stripped.loc[0, "question"] is None and stripped.loc[0, "hits@1"] == 1.0
+    assert list(records_to_df([]).columns[:5]) == ["qid", "question", "gold", "prediction", "error"]
+
+
+def test_method_result_to_df_is_the_trace():
+    from kgqa_lib.methods.base import Stage
+
+    res = MethodResult(["x"], "", [Stage("a", None, 0.12345), Stage("b", None, 1.0)])
+    assert res.to_df().values.tolist() == [["a", 0.123], ["b", 1.0]] and list(res.to_df().columns) == ["stage", "seconds"]

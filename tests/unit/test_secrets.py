@@ -16,9 +16,9 @@ import traceback
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.evaluate.runner import run
-from kgqa_lib.llm import LLM, ChatRequest, LLMEndpointError, LLMCache, OpenAIBackend, ReplayMiss, make_llm
+from kgqa_lib.llm.chat import LLM, ChatRequest, LLMEndpointError, LLMCache, OpenAIBackend, ReplayMiss, make_llm
 from kgqa_lib.methods import Context
 from kgqa_lib.paths import repo_root
 
@@ -150,7 +150,7 @@ def test_gitignore_covers_secrets_and_local_caches():
                "secrets/token.txt", "credentials.json", "api_key.txt", "llm_cache.sqlite", "llm_cache.sqlite-wal",
                "embeddings.sqlite-shm", "llm_cache.sqlite.corrupt-20250101T000000-1", ".cache/kgqa/llm_cache.sqlite",
                ".venv/bin/python", "results/runs/x.jsonl"]
-    kept = ["kgqa_lib/llm.py", "data/llm_cache/qwen2.5-coder-1.5b-instruct-q4_k_m.jsonl", ".env.example",
+    kept = ["kgqa_lib/llm/chat.py", "data/llm_cache/qwen2.5-coder-1.5b-instruct-q4_k_m.jsonl", ".env.example",
             "tests/unit/test_secrets.py", "README.md"]
     for path in ignored:
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=root).returncode == 0, f"{path} is not ignored"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from kgqa_lib.sexpr import SExprError, to_sparql
+from kgqa_lib.kg.sexpr import SExprError, to_sparql
 
 sys.path.insert(0, str(Path(__file__).parent))
 from grailqa_reference import reference_lisp_to_sparql  # noqa: E402
@@ -103,16 +103,16 @@ def test_reference_port_reads_grailqa_forms():
 def fragment(data_dir_or_skip):
     if not (data_dir_or_skip / "grailqa" / "grailqa_ToG_1000.json").exists():
         pytest.skip("GrailQA sample not in KGQA_DATA_DIR")
-    from kgqa_lib import grailqa_fragment as G
+    from kgqa_lib.kg import grailqa_fragment as G
 
     return G
 
 
 def test_fragment_is_one_graph_with_recomputed_answers(fragment):
-    """``python -m kgqa_lib.grailqa_fragment`` prints these sizes (measured: 31,424 triples; 1,000
+    """``python -m kgqa_lib.kg.grailqa_fragment`` prints these sizes (measured: 31,424 triples; 1,000
     of 1,000 questions kept; answers equal the dataset's for 978; WebQSP parses: 95 of 100)."""
-    from kgqa_lib.datasets import load_dataset
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.data.datasets import load_dataset
+    from kgqa_lib.kg.sources import load_named
 
     s = fragment.stats()
     assert s.triples > 25_000 and s.kept + len(s.dropped) == s.questions == 1000
@@ -127,7 +127,7 @@ def test_fragment_is_one_graph_with_recomputed_answers(fragment):
 def test_sexpr_agrees_with_grailqas_converter_on_the_fragment(fragment):
     """Our ``sexpr`` → SPARQL, GrailQA's ``lisp_to_sparql`` (re-implemented) and the dataset's gold
     SPARQL, each run on the fragment: measured 1,000 / 1,000 agree (before the fixes: 963)."""
-    from kgqa_lib.grailqa import _raw, with_prefix
+    from kgqa_lib.data.grailqa import _raw, with_prefix
 
     kg = fragment.load_fragment_kg()
 
@@ -158,7 +158,7 @@ def test_sexpr_agrees_with_grailqas_converter_on_the_fragment(fragment):
 def test_grailqa_tech_transfer_task_keeps_test_questions_out_of_prompts(fragment):
     """GrailQA (non-technical domains) → GrailQA-Tech: test questions disjoint from the shots and
     the source; no test question's text, gold query or gold answers reach an exemplar."""
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
     from kgqa_lib.methods.fusic import get_task
 
     t = get_task("grailqa>grailqa-tech")

@@ -12,11 +12,11 @@ import pytest
 
 from kgqa_lib import _sqlite
 from kgqa_lib.cli import main as kgqa
-from kgqa_lib.datasets import Dataset, DatasetError, Question
+from kgqa_lib.data.datasets import Dataset, DatasetError, Question
 from kgqa_lib.errors import SetupError, UsageError
 from kgqa_lib.evaluate.report import report
 from kgqa_lib.evaluate.runner import read_records, run
-from kgqa_lib.llm import LLM, ChatRequest, LLMCache, RateLimiter, make_llm, split_llm_name
+from kgqa_lib.llm.chat import LLM, ChatRequest, LLMCache, RateLimiter, make_llm, split_llm_name
 from kgqa_lib.methods import Context, MethodResult, register_method
 
 

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from kgqa_lib.datasets import (MINIWORLD_DEV_FRACTION, Dataset, DatasetError, Question, load_dataset, question_type,
-                               split_dev_test)
+from kgqa_lib.data.datasets import (MINIWORLD_DEV_FRACTION, Dataset, DatasetError, Question, load_dataset,
+                                    question_type, split_dev_test)
 
 
 @pytest.mark.parametrize("part", ["simple", "multihop", "open"])

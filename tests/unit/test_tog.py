@@ -2,10 +2,10 @@
 
 import pytest
 
-from kgqa_lib.datasets import Dataset, Question
+from kgqa_lib.data.datasets import Dataset, Question
 from kgqa_lib.errors import InfrastructureError
-from kgqa_lib.kg import from_triples
-from kgqa_lib.llm import LLM, LLMCache, LLMEndpointError
+from kgqa_lib.kg.graph import from_triples
+from kgqa_lib.llm.chat import LLM, LLMCache, LLMEndpointError
 from kgqa_lib.methods import Context, SettingsError, get_method
 from kgqa_lib.methods import tog as T
 
@@ -289,9 +289,9 @@ def test_parse_judgement(text, sufficient, answers, err):
 
 # ---- runner smoke test on two mini-world questions ----------------------------------------------------
 def test_runner_smoke_on_two_miniworld_questions(tmp_path):
-    from kgqa_lib.datasets import load_dataset
+    from kgqa_lib.data.datasets import load_dataset
     from kgqa_lib.evaluate.runner import run
-    from kgqa_lib.kg import load_named
+    from kgqa_lib.kg.sources import load_named
 
     multi = load_dataset("miniworld:multihop").questions[0]  # In which country was Billy Zane born?
     opened = load_dataset("miniworld:open").questions[0]

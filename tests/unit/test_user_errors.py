@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from kgqa_lib import models
-from kgqa_lib.llm import ChatRequest, LLMEndpointError, LocalBackend, OpenAIBackend, make_llm, resolve_mode
+from kgqa_lib.llm import models
+from kgqa_lib.llm.chat import ChatRequest, LLMEndpointError, LocalBackend, OpenAIBackend, make_llm, resolve_mode
 
 GHOST = models.LocalModelSpec("ghost-0.1b", "ghost-0.1b-q4", "ghost.gguf", "no-such-kgqa-model-part{i}", "1.0", 3, 30,
                               "0" * 64)

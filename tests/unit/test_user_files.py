@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kgqa_lib import kg
+from kgqa_lib.kg import graph as kg
 from kgqa_lib.paths import data_dir, model_dir, user_cache_dir
 
 TINY = data_dir() / "tiny" / "kb.txt"
@@ -114,13 +114,13 @@ _HF = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
 def test_embedder_leaves_the_process_environment_alone(tmp_path, monkeypatch):
-    from kgqa_lib.embed import Embedder
+    from kgqa_lib.embed.embedder import Embedder
 
     for name in _HF:
         monkeypatch.delenv(name, raising=False)
     from huggingface_hub import constants
 
-    from kgqa_lib.embed import sentence_transformer_class
+    from kgqa_lib.embed.embedder import sentence_transformer_class
 
     sentence_transformer_class()  # torch sets a few KMP_*/TORCH* variables of its own when imported
     before, const = dict(os.environ), constants.HF_HUB_OFFLINE
@@ -133,7 +133,7 @@ def test_embedder_leaves_the_process_environment_alone(tmp_path, monkeypatch):
 def test_hf_offline_is_scoped_and_restores_user_values(monkeypatch):
     from huggingface_hub import constants
 
-    from kgqa_lib.embed import hf_offline
+    from kgqa_lib.embed.embedder import hf_offline
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)

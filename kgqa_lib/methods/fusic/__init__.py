@@ -9,11 +9,11 @@ Stages, one module and one function each (the notebooks show them cell by cell):
    two hops (unlabelled CVT/statement nodes are walked through without counting a hop), each
    written as a SPARQL pattern; the relations seen; the classes of the entities the paths reach.
 3. :mod:`.retrieval` :func:`retrieve` — each retriever (BM25; a bi-encoder trained on the *source* domain, see
-   :mod:`kgqa_lib.retrieval`) ranks every aspect; the top K per aspect are kept.
+   :mod:`kgqa_lib.embed.retrieval`) ranks every aspect; the top K per aspect are kept.
 4. :mod:`.reranking` :func:`rerank` — the LLM picks and orders the k ≪ K most useful of each retriever's aspect.
 5. :mod:`.generation` :func:`generate_query` — few-shot prompt: linked entities, every retriever's re-ranked context,
    exemplars (target few-shots, or source questions in the zero-shot setting) → SPARQL (or an
-   s-expression in the "w/o SPARQL" variant, converted by :mod:`kgqa_lib.sexpr`).
+   s-expression in the "w/o SPARQL" variant, converted by :mod:`kgqa_lib.kg.sexpr`).
 6. :mod:`.execution` :func:`execute_query` + :func:`egf_loop` — execution-guided feedback: when the query does not
    parse, is not a read-only SELECT, names KB elements that do not exist, returns nothing or far
    too much, the LLM is told so (with its earlier attempts) and asked again, up to 4 rounds.
@@ -27,7 +27,7 @@ Every name is re-exported here: ``from kgqa_lib.methods import fusic as F; F.get
 
 from __future__ import annotations
 
-from ...sexpr import to_sparql as sexpr_to_sparql  # noqa: F401  (was importable from here)
+from ...kg.sexpr import to_sparql as sexpr_to_sparql  # noqa: F401  (was importable from here)
 from .schema import (  # noqa: F401
     MW,
     PROFILES,
@@ -132,9 +132,6 @@ from .execution import (  # noqa: F401
     egf_loop,
     execute_query,
     feedback_message,
-)
-from .recall import (  # noqa: F401
-    retrieval_recall,
 )
 from .pipeline import (  # noqa: F401
     calls_by_stage,

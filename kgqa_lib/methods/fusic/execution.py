@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ...errors import InfrastructureError
-from ...kg import MAX_QUERY_DEPTH, QueryRejected, QuerySyntaxError, QueryTimeout, check_read_only, nesting_depth
-from ...sexpr import SExprError, to_sparql as sexpr_to_sparql
+from ...kg.graph import MAX_QUERY_DEPTH, QueryRejected, QuerySyntaxError, QueryTimeout, check_read_only, nesting_depth
+from ...kg.sexpr import SExprError, to_sparql as sexpr_to_sparql
 from ..base import Context
 from .generation import extract_query, generate_query
 from .schema import RDFS, SchemaProfile

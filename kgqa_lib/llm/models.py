@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import model_dir
+from ..paths import model_dir
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 pyoxigraph has no way to cancel a running query (``Store.query`` takes no timeout and holds the
 GIL-free Rust evaluation until it ends), so a query run in a thread keeps burning a core after its
 caller gave up — one leaked thread per timeout. Here every guarded query of an
-:class:`~kgqa_lib.kg.EmbeddedKG` runs in a small worker process (``python -m kgqa_lib.query_worker``)
+:class:`~kgqa_lib.kg.graph.EmbeddedKG` runs in a small worker process (``python -m kgqa_lib.kg.query_worker``)
 that holds its own read-only view of the KG: an on-disk store is opened with
 ``Store.read_only`` (RocksDB allows it beside the writer); an in-memory store is sent once as
 N-Quads. On timeout the worker is killed (SIGKILL) and the next query starts a fresh one.
@@ -11,7 +11,7 @@ N-Quads. On timeout the worker is killed (SIGKILL) and the next query starts a f
 The worker also:
 - installs a seccomp filter (Linux x86-64/aarch64) that makes ``socket(AF_INET|AF_INET6)`` fail,
   so whatever the query says — Oxigraph would send an HTTP request for ``SERVICE`` — the process
-  cannot reach the network (defence in depth behind :mod:`kgqa_lib.sparql_guard`);
+  cannot reach the network (defence in depth behind :mod:`kgqa_lib.kg.sparql_guard`);
 - dies with its parent (``PR_SET_PDEATHSIG``); only ever runs ``Store.query`` on a read-only view.
 
 Costs (measured, 2-core VM, see ``scripts/bench_hostile_queries.py``): a worker starts in ~0.15 s
@@ -215,7 +215,7 @@ class StoreSource:
 class Worker:
     def __init__(self, source: StoreSource, block_net: bool = True) -> None:
         self.generation = source.generation
-        self.proc = subprocess.Popen([sys.executable, "-m", "kgqa_lib.query_worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "kgqa_lib.kg.query_worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, close_fds=True, cwd=_package_parent())
         self.network_blocked = False
         try:

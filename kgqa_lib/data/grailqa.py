@@ -1,12 +1,13 @@
-"""GrailQA offline: questions, and small answer-bearing Freebase-schema KG slices built from them.
+"""GrailQA offline: questions, and the facts of small answer-bearing Freebase-schema KG slices.
 
 No Freebase is available offline, but each GrailQA question's ``graph_query`` (entity and class
 nodes with ids and names, edges with real Freebase relations) and ``answer`` (ids and names) hold
 its gold facts. :func:`slice_rows` turns one question into those facts — answers typed with the
 question node's class and joined to the topic entities by the gold relations (an intermediate class
-node becomes an unnamed node, walked through like a CVT) — and :func:`build_kg` merges the slices of
-a question set, adding *distractor* facts (relations and entities of other questions of the same
-domain attached to each topic entity), so retrieval has wrong candidates to reject. The pipeline
+node becomes an unnamed node, walked through like a CVT) — and :func:`question_ntriples` adds
+*distractor* facts (relations and entities of other questions of the same domain attached to each
+topic entity), so retrieval has wrong candidates to reject; the KG layer loads them as graphs
+(:func:`kgqa_lib.kg.sources.grailqa_slice_kg`, KG ``grailqa``). The pipeline
 then runs on real Freebase relation names (``theater.play.productions``); with a Freebase SPARQL
 endpoint configured the same questions run on the real KB.
 
@@ -22,8 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .datasets import Dataset, DatasetNotFound, Question
-from .paths import external_data_dir
+from .datasets import Dataset, DatasetNotFound, Question, register
+from ..paths import external_data_dir
 
 FB = "http://rdf.freebase.com/ns/"
 NAME, TYPE = FB + "type.object.name", FB + "type.object.type"
@@ -49,7 +50,7 @@ def usable(raw: dict[str, Any]) -> bool:
 
 
 def with_prefix(sexpr: str) -> str:
-    """GrailQA's bare ids (``theater.play``, ``m.0yrlqjm``) as ``ns:`` names, for :mod:`kgqa_lib.sexpr`."""
+    """GrailQA's bare ids (``theater.play``, ``m.0yrlqjm``) as ``ns:`` names, for :mod:`kgqa_lib.kg.sexpr`."""
     return re.sub(r"(?<=[\s(])([^\s()]+)", lambda m: "ns:" + m.group(1) if _ID.match(m.group(1)) and
                   m.group(1) not in ("R",) else m.group(1), sexpr)
 
@@ -65,18 +66,23 @@ def _raw() -> list[dict[str, Any]]:
     return json.loads(grailqa_file().read_text(encoding="utf-8"))
 
 
+#: Other parts of ``grailqa:<part>`` than ``dev``: part → loader. The KG layer adds the fragment sets
+#: (``fragment``, ``fragment-tech``, ``fragment-nontech``: :mod:`kgqa_lib.kg.grailqa_fragment`), whose
+#: answers are recomputed on the graph built from every question's facts.
+PARTS: dict[str, Any] = {}
+
+
 def load_grailqa(part: str = "dev", split: str | None = None) -> Dataset:
     """The usable questions of ToG's GrailQA dev sample (``grailqa:dev``, asked against their own
     answer-bearing slices: the *oracle* setting, KG ``grailqa``). ``grailqa:fragment`` (and
     ``:fragment-tech`` / ``:fragment-nontech``): every question on ONE shared graph, KG
-    ``grailqa-fragment`` (:mod:`kgqa_lib.grailqa_fragment`)."""
-    if part.startswith("fragment"):
-        from .grailqa_fragment import load_fragment
-
-        return load_fragment(part)
+    ``grailqa-fragment`` (:data:`PARTS`, from :mod:`kgqa_lib.kg.grailqa_fragment`)."""
+    if part in PARTS:
+        return PARTS[part](part)
     if part != "dev":
         raise DatasetNotFound(f"unknown GrailQA part {part!r}: use dev (oracle slices), fragment, fragment-tech "
-                              "or fragment-nontech")
+                              "or fragment-nontech" + ("" if PARTS else " (the fragment parts are registered by "
+                                                        "importing kgqa_lib.kg.grailqa_fragment)"))
     qs = []
     for raw in _raw():
         if not usable(raw):
@@ -158,26 +164,4 @@ def question_ntriples(q: Question, distractors: int = 3, seed: int = 0) -> str:
     return "\n".join(_nt(*r) for r in sorted(rows)) + "\n"
 
 
-def _empty_kg(name: str):
-    from .kg import EmbeddedKG
-
-    return EmbeddedKG(namespace=FB, name=name, entity_ns=FB, relation_ns=FB, label_predicate=NAME,
-                      alias_predicate=FB + "common.topic.alias", description_predicate=FB + "common.topic.description")
-
-
-@lru_cache(maxsize=4096)
-def slice_kg(qid: str, distractors: int = 3, seed: int = 0):
-    """The KG one GrailQA question is asked against: its own slice (in memory, a few ms)."""
-    q = next(x for x in load_grailqa() if x.qid == qid)
-    kg = _empty_kg(f"grailqa:{qid}")
-    kg.load_ntriples(question_ntriples(q, distractors, seed))
-    return kg
-
-
-@lru_cache(maxsize=1)
-def load_kg():
-    """All slices merged (for browsing: facts of different questions meet at shared entities, so
-    a question's gold query may return more than its gold answers here; runs use :func:`slice_kg`)."""
-    kg = _empty_kg("grailqa")
-    kg.load_ntriples("".join(question_ntriples(q) for q in load_grailqa()))
-    return kg
+register("grailqa", lambda part="dev", split=None: load_grailqa(part))

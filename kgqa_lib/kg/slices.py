@@ -36,7 +36,7 @@ class SliceInfo:
 
 
 def slices_dir() -> Path:
-    from .paths import user_cache_dir
+    from ..paths import user_cache_dir
 
     return user_cache_dir() / "slices"
 
@@ -133,7 +133,7 @@ def build_slice(spec: str, entity: str, depth: int = 1, fanout: int = 100, *, kg
 def build_slices(questions: Iterable, spec: str, depth: int = 1, fanout: int = 100, *, progress: bool = True,
                  refresh: bool = False) -> list[SliceInfo]:
     """Slices for every topic entity of the questions (each entity once)."""
-    from .benchmarks import topic_ids
+    from ..data.benchmarks import topic_ids
 
     entities = list(dict.fromkeys(e for q in questions for e in topic_ids(q)))
     kg = open_sparql_kg(spec, cache=not refresh)
@@ -158,7 +158,7 @@ class SliceMissing(FileNotFoundError):
 
 def load_slices(paths: Sequence[str | Path], profile_name: str, name: str = "slices"):
     """An embedded KG holding the given slice files, with the profile's naming predicates."""
-    from .kg import load_rdf
+    from .graph import load_rdf
 
     prof = profile(profile_name)
     return load_rdf([Path(p) for p in paths], namespace=prof.entity_ns, name=name, entity_ns=prof.entity_ns,
@@ -169,7 +169,7 @@ def load_slices(paths: Sequence[str | Path], profile_name: str, name: str = "sli
 def slice_kg(questions: Iterable, spec: str, depth: int = 1, fanout: int = 100, *, build: bool = True):
     """One embedded KG of the questions' cached slices. Missing slices are cut from the endpoint
     when ``build``; offline (``build=False``) they are an error naming the command that builds them."""
-    from .benchmarks import topic_ids
+    from ..data.benchmarks import topic_ids
 
     questions = list(questions)
     entities = list(dict.fromkeys(e for q in questions for e in topic_ids(q)))

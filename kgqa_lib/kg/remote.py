@@ -1,6 +1,6 @@
 """A knowledge graph behind a SPARQL endpoint (Oxigraph, Virtuoso, QLever, Wikidata's service…).
 
-``SparqlKG`` implements the same protocol as :class:`kgqa_lib.kg.EmbeddedKG` with SPARQL over HTTP:
+``SparqlKG`` implements the same protocol as :class:`kgqa_lib.kg.graph.EmbeddedKG` with SPARQL over HTTP:
 form-encoded POST (Virtuoso hangs on a direct-body POST), a timeout per request, bounded retries
 with backoff on connection errors, 429 and 5xx (``Retry-After`` honoured), a concurrency limit, and
 an on-disk query cache so the same query is never sent twice. A *profile* names the schema's naming
@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from . import _sqlite
-from .errors import InfrastructureError
-from .kg import (RDFS_LABEL, SCHEMA_DESC, SKOS_ALT, KGBase, QueryRejected, QueryResult, QueryTimeout, Term,
-                 Triple)
+from .. import _sqlite
+from ..errors import InfrastructureError
+from .graph import RDFS_LABEL, SCHEMA_DESC, SKOS_ALT, KGBase, QueryRejected, QueryResult, QueryTimeout, Term, Triple
 from .sparql_guard import cap_limit, guard_query
 
 FB = "http://rdf.freebase.com/ns/"
@@ -50,7 +49,7 @@ class Profile:
 
 
 def _profiles() -> dict[str, Profile]:
-    from .miniworld import BASE, FB_ALIAS, FB_DESC, FB_NAME
+    from ..data.miniworld import BASE, FB_ALIAS, FB_DESC, FB_NAME
 
     return {
         "wikidata": Profile("wikidata", "http://www.wikidata.org/entity/", "http://www.wikidata.org/prop/direct/"),
@@ -143,7 +142,7 @@ class QueryCache:
     SCHEMA_VERSION = 1  # 1: no credentials in stored endpoints (older files are scrubbed once on open)
 
     def __init__(self, path: str | Path | None = None) -> None:
-        from .paths import user_cache_dir
+        from ..paths import user_cache_dir
 
         self.path = Path(path) if path else user_cache_dir() / "sparql_cache.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -334,7 +333,7 @@ class SparqlKG(KGBase):
     # ---- the protocol ----------------------------------------------------------------------
     def sparql(self, query: str, timeout: float = 10.0, max_rows: int = 10000) -> QueryResult:
         """A read-only SELECT/ASK (anything else is rejected before it is sent, see
-        :func:`kgqa_lib.sparql_guard.guard_query`); the query's own LIMIT is capped at
+        :func:`kgqa_lib.kg.sparql_guard.guard_query`); the query's own LIMIT is capped at
         ``max_rows + 1`` (added when missing, lowered when larger), so a huge answer is never
         computed in full nor transferred."""
         guarded = guard_query(query)
@@ -376,7 +375,7 @@ class SparqlKG(KGBase):
         the query's longest word, scored here like the embedded fuzzy lookup."""
         from rapidfuzz import fuzz
 
-        from .kg import normalise_label
+        from .graph import normalise_label
 
         words = sorted(normalise_label(label).split(), key=len, reverse=True)
         if not words:

@@ -31,9 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
-from . import _sqlite
-from .errors import InfrastructureError, SetupError, UsageError
-from .paths import data_dir, user_cache_dir
+from .. import _sqlite
+from .._sqlite import CacheCorrupt, CacheRecoveredWarning, is_corrupt, move_aside
+from ..errors import InfrastructureError, SetupError, UsageError
+from ..paths import data_dir, user_cache_dir
 
 MODES = ("auto", "replay", "live")
 
@@ -137,36 +138,6 @@ class ReplayMiss(InfrastructureError, LookupError):
     question unanswered and the run exits non-zero; see :mod:`kgqa_lib.errors`)."""
 
 
-class CacheCorrupt(RuntimeError):
-    """A SQLite cache file is damaged (not a database, or a malformed/truncated page) and was not
-    rebuilt. The message names the file and what to do."""
-
-
-class CacheRecoveredWarning(RuntimeWarning):
-    """A damaged SQLite cache was moved aside and rebuilt."""
-
-
-def _is_corrupt(exc: BaseException) -> bool:
-    """SQLITE_CORRUPT (11: "database disk image is malformed") or SQLITE_NOTADB (26: "file is not a
-    database"); a locked or read-only database is not corruption."""
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in (11, 26)
-    return "malformed" in str(exc) or "not a database" in str(exc)
-
-
-def _move_aside(path: Path) -> Path:
-    """``x.sqlite`` (and its ``-wal``/``-shm``) → ``x.sqlite.corrupt-<timestamp>``; returns the new name."""
-    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-    for suffix in ("-wal", "-shm", ""):
-        src = Path(str(path) + suffix)
-        if src.exists():
-            os.replace(src, Path(str(aside) + suffix))
-    return aside
-
-
 # --------------------------------------------------------------------------------------------
 # The cache: SQLite for lookups, JSON-lines transcripts for committing
 # --------------------------------------------------------------------------------------------
@@ -238,13 +209,13 @@ class LLMCache:
         try:
             return fn(*args)
         except sqlite3.DatabaseError as exc:
-            if not _is_corrupt(exc):
+            if not is_corrupt(exc):
                 raise
             self._rebuild(exc)
         try:
             return fn(*args)
         except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):
+            if is_corrupt(exc):
                 raise CacheCorrupt(f"The LLM cache {self.path} is still damaged after a rebuild ({exc}). "
                                    f"Delete it and run again.") from exc
             raise
@@ -263,7 +234,7 @@ class LLMCache:
                 self._local.con = None
             aside = None
             if self.path.exists() and (seen_inode is None or _inode(self.path) == seen_inode):
-                aside = _move_aside(self.path)  # (else another process has rebuilt it already)
+                aside = move_aside(self.path)  # (else another process has rebuilt it already)
             self._generation += 1
             self._open()
         n = self._conn().execute("SELECT COUNT(*) FROM responses").fetchone()[0]

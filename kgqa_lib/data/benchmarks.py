@@ -1,11 +1,11 @@
 """Loaders for the Freebase/Wikidata benchmarks, read through ``$KGQA_DATA_DIR`` (never copied
 into the repository): QALD-10 (the QALD JSON and ToG's 333-question English subset),
 SimpleQuestions (ToG's 1,000), WebQSP (test names; the 100 with original parses). GrailQA lives in
-:mod:`kgqa_lib.grailqa`.
+:mod:`kgqa_lib.data.grailqa`.
 
 Every question carries its topic entities' ids in ``metadata["topic_ids"]`` (Wikidata QIDs or
 Freebase mids) and its KG profile in ``metadata["profile"]`` — what
-:mod:`kgqa_lib.slices` needs to cut a per-question KG slice from an endpoint.
+:mod:`kgqa_lib.kg.slices` needs to cut a per-question KG slice from an endpoint.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .datasets import Dataset, DatasetNotFound, Question, _external_root
-from .paths import external_data_dir
+from .datasets import Dataset, DatasetNotFound, Question, _external_root, register
+from ..paths import external_data_dir
 
 WHERE = {
     "qald10": ("qald10", "QALD-10 (KGQA/QALD-10 on GitHub, MIT): qald_10.json; ToG's English subset "
@@ -132,3 +132,8 @@ def topic_ids(q: Question) -> list[str]:
         return [n["id"] for n in gq["nodes"] if n.get("node_type") == "entity"]
     return []
 
+
+# Freebase/Wikidata benchmarks (KGQA_DATA_DIR): ``qald10:tog|full``, ``simplequestions:tog``, ``webqsp:test|grasp``
+register("qald10", lambda part="tog", split=None: load_qald10(part))
+register("simplequestions", lambda part="tog", split=None: load_simplequestions(part))
+register("webqsp", lambda part="test", split=None: load_webqsp(part))

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .paths import prompts_dir
+from ..paths import prompts_dir
 
 
 @dataclass(frozen=True)

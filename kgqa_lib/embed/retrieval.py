@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .paths import user_cache_dir
+from ..paths import user_cache_dir
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -76,7 +76,7 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(self, model: str | Path | None = None, label: str = "dense") -> None:
-        from .embed import Embedder
+        from .embedder import Embedder
 
         self.model_path = str(model) if model else None
         self.label = label
@@ -153,7 +153,7 @@ def train_dense(examples: Sequence[TrainingExample], *, base: str | Path | None 
 
     import torch
 
-    from .embed import _offline_model_path, sentence_transformer_class
+    from .embedder import _offline_model_path, sentence_transformer_class
 
     SentenceTransformer = sentence_transformer_class()
 
@@ -242,7 +242,7 @@ class HeadRetriever:
     name = "dense"
 
     def __init__(self, weight: np.ndarray, label: str = "dense", embedder: Any = None) -> None:
-        from .embed import Embedder
+        from .embedder import Embedder
 
         self.weight = np.asarray(weight, dtype=np.float32)
         self.label = label
@@ -272,7 +272,7 @@ def train_head(examples: Sequence[TrainingExample], *, base: np.ndarray | None =
 
     import torch
 
-    from .embed import Embedder
+    from .embedder import Embedder
 
     if not examples:
         raise ValueError("train_head needs at least one (question, positive) example")

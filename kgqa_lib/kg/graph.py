@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote
 
 import pyoxigraph as ox
 
-from .errors import UserError
+from ..errors import UserError
 
 # The read-only guard for queries the LLM writes (rdflib's parser + a tokenizer); its names are
 # re-exported here, where callers have always found them.
@@ -81,7 +81,7 @@ class QueryResult:
 
 class QueryTimeout(TimeoutError):
     """The query ran past its timeout; it was stopped (the embedded backend kills its worker
-    process, see :mod:`kgqa_lib.query_worker`; an endpoint is sent its own timeout parameter)."""
+    process, see :mod:`kgqa_lib.kg.query_worker`; an endpoint is sent its own timeout parameter)."""
 
 
 def humanise_relation(name: str) -> str:
@@ -117,7 +117,7 @@ class KnowledgeGraph(Protocol):
 # --------------------------------------------------------------------------------------------
 # The embedded backend
 # --------------------------------------------------------------------------------------------
-# The read-only guard for queries the LLM writes is kgqa_lib.sparql_guard (imported above).
+# The read-only guard for queries the LLM writes is kgqa_lib.kg.sparql_guard (imported above).
 
 
 def _ox_value(term) -> str:
@@ -263,7 +263,7 @@ class EmbeddedKG(KGBase):
         self._g = ox.NamedNode(GRAPH_IRI)
         self._label_pred = ox.NamedNode(label_predicate)
         self._generation = 0  # bumped by every load: query workers opened before it are stale
-        self._workers = None  # kgqa_lib.query_worker.WorkerPool, started by the first sparql()
+        self._workers = None  # kgqa_lib.kg.query_worker.WorkerPool, started by the first sparql()
 
     # ---- loading -------------------------------------------------------------------------
     def load_ntriples(self, data: bytes | str | Path, fmt: ox.RdfFormat = ox.RdfFormat.N_TRIPLES) -> None:
@@ -372,8 +372,8 @@ class EmbeddedKG(KGBase):
         """Run a read-only SELECT/ASK with a timeout and a row cap. The KG's triples are the
         default graph. Values come back as strings (IRIs or literal values).
 
-        The query is checked by :func:`kgqa_lib.sparql_guard.guard_query` and run in a worker
-        process (:mod:`kgqa_lib.query_worker`) that cannot open a network socket and is killed
+        The query is checked by :func:`kgqa_lib.kg.sparql_guard.guard_query` and run in a worker
+        process (:mod:`kgqa_lib.kg.query_worker`) that cannot open a network socket and is killed
         when the timeout passes, so a timed-out query stops using the CPU at once."""
         from .query_worker import WorkerDied, WorkerPool, WorkerTimeout
 
@@ -566,33 +566,3 @@ def from_triples(rows: Iterable[tuple[str, str, str]], name: str = "kg") -> Embe
     kg = EmbeddedKG(namespace=f"http://kgqa.local/{name}/", name=name)
     kg.load_ntriples(triples_to_ntriples(list(rows), kg.entity_ns, kg.relation_ns))
     return kg
-
-
-def load_named(name: str, store_dir: str | Path | None = None) -> KGBase:
-    """The KG a dataset is asked against: ``tiny`` and ``miniworld`` (ours), ``metaqa`` (KGQA_DATA_DIR)."""
-    from .datasets import metaqa_kb_path
-    from .paths import data_dir, user_cache_dir
-
-    if name == "tiny":
-        return load_metaqa_kb(data_dir() / "tiny" / "kb.txt", name="tiny")
-    if name == "metaqa":
-        return load_metaqa_kb(metaqa_kb_path(), store_dir=store_dir or user_cache_dir() / "kg" / "metaqa")
-    if name == "grailqa":  # oracle: answer-bearing per-question Freebase slices of the GrailQA sample (KGQA_DATA_DIR)
-        from .grailqa import load_kg as load_grailqa_kg
-
-        return load_grailqa_kg()
-    if name == "grailqa-fragment":  # ONE graph of every GrailQA (+ WebQSP parse) question's gold facts, cached on disk
-        from .grailqa_fragment import load_fragment_kg
-
-        return load_fragment_kg()
-    if name in ("miniworld", "miniworld:wikidata", "miniworld:freebase"):
-        from .miniworld import load_kg
-
-        return load_kg("freebase" if name.endswith("freebase") else "wikidata")
-    if name.startswith("sparql+"):  # a SPARQL endpoint: sparql+http://host:port/path#profile=…
-        from .remote import open_sparql_kg
-
-        return open_sparql_kg(name)
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa-fragment', "
-                     "'grailqa' (oracle per-question slices) "
-                     "or a SPARQL endpoint 'sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:…'")

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UserError
-from .paths import data_dir, external_data_dir
+from ..errors import UserError
+from ..paths import data_dir, external_data_dir
 
 
 @dataclass
@@ -328,24 +328,22 @@ def load_miniworld(part: str = "simple", split: str | None = None) -> Dataset:
     return dev if split == "dev" else test
 
 
+#: The dataset registry: ``name`` of a ``name:part:split`` spec → its loader (called with the parts).
+#: The sets of this module are here; the modules that provide others add them with :func:`register`
+#: when imported: GrailQA and the Freebase/Wikidata benchmarks (this layer, registered by importing
+#: :mod:`kgqa_lib.data`), GrailQA's fragment sets (:mod:`kgqa_lib.kg.grailqa_fragment`), FuSIC's
+#: transfer tasks and Keqing's sets (their method modules, registered by importing
+#: :mod:`kgqa_lib.methods`). ``import kgqa_lib.registry`` registers every one.
 _LOADERS: dict[str, Callable[..., Dataset]] = {
     "miniworld": load_miniworld,
     "metaqa": lambda part="1hop", split="dev": load_metaqa(part, split),
     "tiny": lambda part="films", split=None: load_tiny(part),
-    "grailqa": lambda part="dev", split=None: __import__("kgqa_lib.grailqa", fromlist=["load_grailqa"]).load_grailqa(part),
-    # FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
-    "fusic": lambda task, split="test": __import__("kgqa_lib.methods.fusic", fromlist=["task_dataset"]).task_dataset(task, split),
-    # Freebase/Wikidata benchmarks (KGQA_DATA_DIR): ``qald10:tog|full``, ``simplequestions:tog``, ``webqsp:test|grasp``
-    "qald10": lambda part="tog", split=None: __import__("kgqa_lib.benchmarks", fromlist=["load_qald10"]).load_qald10(part),
-    "simplequestions": lambda part="tog", split=None: __import__("kgqa_lib.benchmarks", fromlist=["load_simplequestions"]).load_simplequestions(part),
-    "webqsp": lambda part="test", split=None: __import__("kgqa_lib.benchmarks", fromlist=["load_webqsp"]).load_webqsp(part),
-    # Keqing: ``keqing:miniworld`` / ``keqing:metaqa:2hop`` = what is evaluated; ``keqing:miniworld:pool`` its pool
-    "keqing": lambda source="miniworld", part=None: __import__("kgqa_lib.methods.keqing", fromlist=["keqing_dataset"]).keqing_dataset(source, part),
 }
 
 
 def register(name: str, loader: Callable[..., Dataset]) -> None:
-    """Add a loader for ``name:part:split`` specs (used by later modules, e.g. the mini-world)."""
+    """Add the loader of ``name:part:split`` specs: ``loader(*parts)`` returns the :class:`Dataset`
+    (its parameters, with their defaults, are the parts a spec may give)."""
     _LOADERS[name] = loader
 
 
@@ -357,7 +355,8 @@ def load_dataset(spec: str, limit: int | None = None, sample: int | None = None,
     else:
         name, *rest = spec.split(":")
         if name not in _LOADERS:
-            raise DatasetError(f"Unknown dataset {spec!r}; known: {', '.join(sorted(_LOADERS))} (or a .jsonl path)")
+            raise DatasetError(f"Unknown dataset {spec!r}; known: {', '.join(sorted(_LOADERS))} (or a .jsonl path; "
+                               "`import kgqa_lib.registry` registers the sets of every layer, e.g. fusic, keqing)")
         import inspect
 
         try:

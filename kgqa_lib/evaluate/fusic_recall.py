@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...datasets import Question
-from ..base import Context
-from .candidates import enumerate_candidates
-from .generation import context_sizes, rerank_sizes
-from .linking import link_entities
-from .reranking import rerank
-from .retrieval import answer_types, retrieve
-from .tasks import Task
+from ..data.datasets import Question
+from ..methods.base import Context
+from ..methods.fusic.candidates import enumerate_candidates
+from ..methods.fusic.generation import context_sizes, rerank_sizes
+from ..methods.fusic.linking import link_entities
+from ..methods.fusic.reranking import rerank
+from ..methods.fusic.retrieval import answer_types, retrieve
+from ..methods.fusic.tasks import Task
 
 
 # ---------------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def retrieval_recall(q: Question, task: Task, retrievers: Sequence[Any], ctx: Co
     wanted = {"path": {gold.path_key()} - {None}, "relation": gold.relations, "type": set(gold.types)}
     linking = link_entities(q, kg, ctx.embedder)
     cands = enumerate_candidates(kg, linking, dom.profile)
-    from .settings import FuSICSettings
+    from ..methods.fusic.settings import FuSICSettings
 
     preset = FuSICSettings.of(ctx).context_size
     sizes, keep = context_sizes(len(retrievers), preset), rerank_sizes(preset)

@@ -29,9 +29,9 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _sqlite
-from .llm import CacheCorrupt, CacheRecoveredWarning, _is_corrupt, _move_aside
-from .paths import user_cache_dir
+from .. import _sqlite
+from .._sqlite import CacheCorrupt, CacheRecoveredWarning, is_corrupt, move_aside
+from ..paths import user_cache_dir
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedStats", "EmbeddingIndex", "cosine_topk"]
 
@@ -125,7 +125,7 @@ class Embedder:
     memo_size: how many vectors the in-process memo keeps (oldest dropped first; 0 disables it).
     recover: a damaged cache file is moved aside to ``<name>.corrupt-<timestamp>`` and started
         afresh (vectors are re-encoded on demand), with a warning; ``False`` raises
-        :class:`~kgqa_lib.llm.CacheCorrupt` instead.
+        :class:`~kgqa_lib._sqlite.CacheCorrupt` instead.
 
     The model loads lazily on the first cache miss, so a fully cached encode never loads it.
     """
@@ -157,7 +157,7 @@ class Embedder:
         try:
             return fn(*args)
         except sqlite3.DatabaseError as exc:
-            if not _is_corrupt(exc):
+            if not is_corrupt(exc):
                 raise
             what = (f"The embedding cache {self.cache_path} is damaged ({exc}). It only speeds things up: "
                     f"delete it (and {self.cache_path.name}-wal/-shm); vectors are re-encoded when needed.")
@@ -166,7 +166,7 @@ class Embedder:
             with self._lock:
                 if self._con is not None:
                     self._con.close()
-                aside = _move_aside(self.cache_path) if self.cache_path.exists() else None
+                aside = move_aside(self.cache_path) if self.cache_path.exists() else None
                 self._connect()
             warnings.warn(f"{what} Moved it to {aside.name if aside else '(gone)'} and started a new one.",
                           CacheRecoveredWarning, stacklevel=3)
