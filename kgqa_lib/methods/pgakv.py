@@ -333,7 +333,7 @@ def parse_pseudo_graph(generation: Generation) -> PseudoGraph:
 
 def cypher_statistics(records: list[dict[str, Any]]) -> dict[str, Any]:
     """How the pseudo-graph Cypher of a PG&AKV run fared: from the ``cypher_to_triples`` stage of
-    each run record (used by `14_pgakv_errors` and `scripts/bench_pgakv.py`)."""
+    each run record (used by `14_pgakv_errors` and the `pgakv_t2` bench report)."""
     outs = [next(s["output"] for s in r["trace"] if s["name"] == "cypher_to_triples") for r in records]
     statements = sum(o["statements"] for o in outs)
     failed = sum(o["failed_statements"] for o in outs)

@@ -171,21 +171,6 @@ def test_cli_bench_list_report_check_and_run_estimate(capsys):
     assert capsys.readouterr().err.startswith("error: unknown benchmark table 'no_such_table'")
 
 
-def test_the_old_script_flags_still_work(tmp_path):
-    """The Keqing saver loop calls `python scripts/bench_keqing.py --save --prefix keqing_full`."""
-    import runpy
-    import sys
-
-    argv = sys.argv
-    sys.argv = ["bench_keqing.py", "--help"]
-    try:
-        with pytest.raises(SystemExit) as exc:
-            runpy.run_path(str(repo_root() / "scripts" / "bench_keqing.py"), run_name="__main__")
-    finally:
-        sys.argv = argv
-    assert exc.value.code == 0
-
-
 def test_restored_records_are_not_stripped_twice(tmp_path, monkeypatch):
     """A resumed run on a fresh machine restores the stripped records into the live file; saving
     again must keep what only the full record could give (a strip function is not idempotent)."""
