@@ -27,7 +27,7 @@ SMOKE_PARAMETERS = {
     "33_keqing_lora.ipynb": {"N_PER_HOP": 1, "LLM_MODE": "replay"},
     "40_kbbinder_walkthrough.ipynb": {"SAMPLES": 2, "LLM_MODE": "replay"},  # samples 0-1 of the recorded 6
     "41_tog_walkthrough.ipynb": {"LLM_MODE": "replay"},
-    "90_compare_all.ipynb": {},  # from the saved records only: no LLM, no sample
+    "90_compare_all.ipynb": {"TABLES_DIR": None},  # from the saved records only: no LLM, no sample
 }
 
 
