@@ -201,16 +201,7 @@ def train_dense(examples: Sequence[TrainingExample], *, base: str | Path | None 
                 docs.extend(rng.sample(negs, min(hard_negatives, len(negs))))
             q = embed([e.question for e in batch])
             d = embed(docs)
-            logits = scale * q @ d.T
-            # two positives of one batch may be the same text: do not punish picking the twin
-            same = torch.tensor([[docs[j] == batch[i].positive and j != i for j in range(len(docs))]
-                                 for i in range(len(batch))])
-            logits = logits.masked_fill(same, -1e4)
-            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(round(float(loss.detach()), 4))
+            losses.append(_contrastive_step(opt, q, d, docs, batch, scale))
             if bar:
                 bar.update(1)
                 bar.set_postfix(loss=losses[-1])
@@ -299,14 +290,22 @@ def train_head(examples: Sequence[TrainingExample], *, base: np.ndarray | None =
                 docs.extend(rng.sample(negs, min(hard_negatives, len(negs))))
             q = torch.nn.functional.normalize(V[[index[e.question] for e in batch]] @ W, dim=-1)
             d = V[[index[t] for t in docs]]
-            logits = scale * q @ d.T
-            same = torch.tensor([[docs[j] == batch[i].positive and j != i for j in range(len(docs))]
-                                 for i in range(len(batch))])
-            logits = logits.masked_fill(same, -1e4)
-            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(round(float(loss.detach()), 4))
+            losses.append(_contrastive_step(opt, q, d, docs, batch, scale))
     weight = W.detach().numpy().copy()
     return weight, TrainingReport(Path(""), len(examples), len(losses), time.perf_counter() - started, losses, False)
+
+
+def _contrastive_step(opt, q, d, docs: list[str], batch: list, scale: float) -> float:
+    """One in-batch contrastive update (question i's positive is document i; the rest are negatives)
+    of the parameters behind ``q``/``d``; returns the loss, rounded."""
+    import torch
+
+    logits = scale * q @ d.T
+    # two positives of one batch may be the same text: do not punish picking the twin
+    same = torch.tensor([[docs[j] == batch[i].positive and j != i for j in range(len(docs))]
+                         for i in range(len(batch))])
+    loss = torch.nn.functional.cross_entropy(logits.masked_fill(same, -1e4), torch.arange(len(batch)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return round(float(loss.detach()), 4)
