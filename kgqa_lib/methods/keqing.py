@@ -365,11 +365,28 @@ def select_exemplars(q: Question, pool: Sequence[Question], bank: TemplateBank, 
     return [usable[i] for i in reversed(idx.tolist())]  # most similar last, next to the question
 
 
+KG_DOMAINS = {"miniworld": "movies", "metaqa": "movies"}  # what a question is about, per template-bank KG
+_DOMAIN_PHRASE = " about movies"  # as the prompt files word it
+
+
+def domain_system(prompt, kg_name: str) -> str:
+    """The decomposition / chain instruction for ``kg_name``: the prompt files say "a question about
+    movies" (MetaQA and the mini-world, the papers' setting); for a KG of another domain the phrase
+    names that domain, or is left out where the KG has none (GrailQA's Freebase fragment spans 80+
+    domains: "You split a question into simple sub-questions …"). The prompt files, and so every
+    MetaQA/mini-world prompt and configuration hash, are unchanged."""
+    if _DOMAIN_PHRASE not in prompt.system:
+        raise ValueError(f"prompt {prompt.name!r} no longer says {_DOMAIN_PHRASE.strip()!r}: update keqing.domain_system")
+    domain = KG_DOMAINS.get(kg_name)
+    return prompt.system.replace(_DOMAIN_PHRASE, f" about {domain}" if domain else "", 1)
+
+
 def decompose(q: Question, ctx: Context, exemplars: Sequence[tuple[Question, list[SubQuestion]]],
-              max_tokens: int = 300) -> Decomposition:
-    """Ask the LLM for the sub-questions (few-shot, exemplars as earlier turns)."""
+              max_tokens: int = 300, kg_name: str = "miniworld") -> Decomposition:
+    """Ask the LLM for the sub-questions (few-shot, exemplars as earlier turns); the instruction names
+    the KG's domain (:func:`domain_system`)."""
     prompt = load_prompt("keqing_decompose")
-    messages = [{"role": "system", "content": prompt.system}]
+    messages = [{"role": "system", "content": domain_system(prompt, kg_name)}]
     for p, d in exemplars:
         messages += [{"role": "user", "content": prompt.render(question=p.question)},
                      {"role": "assistant", "content": format_decomposition(d)}]
@@ -884,9 +901,10 @@ def parse_chain(text: object, known: Sequence[str]) -> tuple[list[str], str | No
 
 
 def generate_chain(q: Question, ctx: Context, exemplars: Sequence[tuple[Question, list[SubQuestion]]],
-                   relations: Sequence[str], max_tokens: int = 40) -> tuple[list[str], str, str | None]:
+                   relations: Sequence[str], max_tokens: int = 40,
+                   kg_name: str = "miniworld") -> tuple[list[str], str, str | None]:
     prompt = load_prompt("keqing_chain")
-    system = prompt.system.replace("<<relations>>", ", ".join(relations))
+    system = domain_system(prompt, kg_name).replace("<<relations>>", ", ".join(relations))
     messages = [{"role": "system", "content": system}]
     for p, _ in exemplars:
         messages += [{"role": "user", "content": prompt.render(question=p.question)},
@@ -975,13 +993,13 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     tr.stages[-1].output = [p.question for p, _ in shots]
     if s["mode"] == "chain":
         relations = sorted({c.lstrip("^") for chain in bank.canonical for c in chain})
-        chain, text, err = tr.record("generate_chain", generate_chain, q, ctx, shots, relations)
+        chain, text, err = tr.record("generate_chain", generate_chain, q, ctx, shots, relations, kg_name=kg_name)
         topic = {v for t in q.topic_entities for v in link_seed(t, ctx.kg)}
         groups = retrieve_candidates(ctx.kg, kg_name, sorted(topic), [tuple(chain)], topic) if chain else []
         answers = list(dict.fromkeys(_label(ctx.kg, v) for g in groups for v in g.tails))
         tr.stages.append(Stage("execute_chain", {"chain": chain, "n_answers": len(answers)}))
         return MethodResult(answers, text, tr.stages, err or (None if answers else "no_answer"))
-    dec = tr.record("decompose", decompose, q, ctx, shots)
+    dec = tr.record("decompose", decompose, q, ctx, shots, kg_name=kg_name)
     steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
                            s["reasoning"], s["candidates"], s["reason_max"])
     answers = final_answers(steps, ctx.kg)

@@ -45,6 +45,20 @@ def test_bracket_mention_whole_words_any_case():
     assert K.bracket_mention("anything", " ") is None
 
 
+def test_the_instructions_name_movies_only_on_the_movie_kgs():
+    from kgqa_lib.llm.prompting import load_prompt
+
+    for name in ("keqing_decompose", "keqing_chain"):
+        prompt = load_prompt(name)
+        for kg in ("metaqa", "miniworld"):  # the prompt files as they are: recorded calls and config hashes hold
+            assert K.domain_system(prompt, kg) == prompt.system
+        neutral = K.domain_system(prompt, K.GRAILQA_KG)
+        assert "movie" not in neutral and neutral.startswith(("You split a question into", "You map a question to"))
+    broken = type(prompt)("x", "You map a film question to …", "", "0")
+    with pytest.raises(ValueError, match="no longer says"):
+        K.domain_system(broken, "metaqa")
+
+
 # ---- the split and the bank (KGQA_DATA_DIR) ------------------------------------------------------
 @pytest.fixture
 def grailqa(data_dir_or_skip):
@@ -121,8 +135,10 @@ class Scripted:
 
     def __init__(self, decompositions: dict[str, str]) -> None:
         self.decompositions = decompositions
+        self.systems: list[str] = []
 
     def complete(self, request):
+        self.systems.append(request.messages[0][1])
         last = request.messages[-1][1]
         q = last.split("Question:", 1)[-1].strip()
         text = self.decompositions.get(q, "The steps found it.")
@@ -146,12 +162,16 @@ def test_a_run_record_is_stripped_of_text_and_names(grailqa, tmp_path, tmp_cache
                    and gold_chain_score(q, kg)["hits@1"] == 1.0)  # (not one whose answer shares the topic's name)
     other = next(q for q in test if not q.metadata["chain"])
     table = {covered.question: K.format_decomposition(K.gold_decomposition(covered, bank))}
-    llm = LLM(Scripted(table), "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
+    scripted = Scripted(table)
+    llm = LLM(scripted, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
     ctx = Context(llm=llm, kg=kg, embedder=Embedder(), settings={"kg": K.GRAILQA_KG})
     out = tmp_path / "run.jsonl"
     run("keqing", Dataset("keqing:grailqa", [covered, other], K.GRAILQA_KG), ctx, out, progress=False)
     recs = read_records(out)
     assert recs[0]["metrics"]["hits@1"] == 1.0, recs[0]["prediction"]
+    decomposition_systems = [m for m in scripted.systems if m.startswith("You split a question")]
+    assert len(decomposition_systems) == 2  # one per question, neither about movies
+    assert all(m.startswith("You split a question into simple") and "movie" not in m for m in decomposition_systems)
     shots = next(s["output"] for s in recs[0]["trace"] if s["name"] == "select_exemplars")
     assert shots and set(shots) <= {p.question for p in pool} and covered.question not in shots
     stripped = [strip(r) for r in recs]
