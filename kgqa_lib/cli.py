@@ -299,7 +299,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--yes]`` (see :mod:`kgqa_lib.bench`)."""
+    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--cells CELL…] [--yes]`` (see :mod:`kgqa_lib.bench`)."""
     from . import bench
 
     if args.action == "list":
@@ -321,15 +321,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if len(args.tables) != 1:
         raise UsageError("kgqa bench run takes one table (see `kgqa bench list`)")
     table = bench.get_table(args.tables[0])
-    missing = bench.estimate(table, bench.runs_dir())
+    cells = _bench_cells(table, args.cells)
+    missing = [m for m in bench.estimate(table, bench.runs_dir()) if cells is None or m["cell"] in cells]
     print(f"{table.name}: what is missing, with costs from the records' own per-question means")
     print(bench.format_estimate(missing))
     if not missing:
         return 0
     if not args.yes:
-        print(f"nothing was run: add --yes to run these with the recorded commands (`kgqa bench run {table.name} --yes`)")
+        only = f" --cells {' '.join(cells)}" if cells else ""
+        print(f"nothing was run: add --yes to run these with the recorded commands "
+              f"(`kgqa bench run {table.name}{only} --yes`)")
         return 0
-    return bench.run(table, batch=args.batch)
+    return bench.run(table, batch=args.batch, cells=cells)
+
+
+def _bench_cells(table, names: list[str] | None) -> list[str] | None:
+    """``--cells``: the named cells of ``table`` (None: all); an unknown name is a usage error."""
+    if not names:
+        return None
+    import difflib
+
+    valid = [c.name for c in table.cells]
+    for name in names:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            raise UsageError(f"{table.name} has no cell {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                             + f": see `kgqa bench list {table.name}`")
+    return list(names)
 
 
 def _parse_grid(items: list) -> dict[str, list]:
@@ -451,6 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     bu = bsub.add_parser("run", help="estimate, then run/resume the missing questions of a table")
     bu.add_argument("tables", nargs=1, metavar="table")
     bu.add_argument("--yes", action="store_true", help="run them (without it: the estimate only)")
+    bu.add_argument("--cells", nargs="+", metavar="CELL", default=None,
+                    help="only these cells of the table (names as `kgqa bench list` shows them)")
     bu.add_argument("--batch", type=_positive_int, default=10,
                     help="save the stripped records and rewrite the report every N new records")
     for sp in (b, bl, br, bu):

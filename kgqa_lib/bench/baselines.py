@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..evaluate.report import format_gain, paired_gain, summarize
+from ..evaluate.report import ci_cell, format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, register
 
 KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "config_hash", "config")
@@ -48,11 +48,7 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cell(recs: list[dict[str, Any]], metric: str) -> str:
-    if not recs:
-        return "not run yet"
-    row = summarize(recs, [metric])
-    lo, hi = row[f"{metric}_ci"]
-    return f"{100 * row[metric]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return ci_cell(recs, metric, empty="not run yet", with_n=False)
 
 
 def _costs(recs: list[dict[str, Any]]) -> str:

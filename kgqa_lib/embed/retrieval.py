@@ -191,20 +191,13 @@ def train_dense(examples: Sequence[TrainingExample], *, base: str | Path | None 
         emb = model(feats)["sentence_embedding"]
         return torch.nn.functional.normalize(emb, dim=-1)
 
-    for _ in range(epochs):
-        rng.shuffle(order)
-        for start in range(0, len(order), batch_size):
-            batch = [examples[i] for i in order[start:start + batch_size]]
-            docs = [e.positive for e in batch]
-            for e in batch:
-                negs = [n for n in e.negatives if n != e.positive]
-                docs.extend(rng.sample(negs, min(hard_negatives, len(negs))))
-            q = embed([e.question for e in batch])
-            d = embed(docs)
-            losses.append(_contrastive_step(opt, q, d, docs, batch, scale))
-            if bar:
-                bar.update(1)
-                bar.set_postfix(loss=losses[-1])
+    for batch, docs in _batches(examples, order, epochs, batch_size, hard_negatives, rng):
+        q = embed([e.question for e in batch])
+        d = embed(docs)
+        losses.append(_contrastive_step(opt, q, d, docs, batch, scale))
+        if bar:
+            bar.update(1)
+            bar.set_postfix(loss=losses[-1])
     if bar:
         bar.close()
     model.eval()
@@ -280,6 +273,19 @@ def train_head(examples: Sequence[TrainingExample], *, base: np.ndarray | None =
     opt = torch.optim.Adam([W], lr=lr)
     order = list(range(len(examples)))
     losses: list[float] = []
+    for batch, docs in _batches(examples, order, epochs, batch_size, hard_negatives, rng):
+        q = torch.nn.functional.normalize(V[[index[e.question] for e in batch]] @ W, dim=-1)
+        d = V[[index[t] for t in docs]]
+        losses.append(_contrastive_step(opt, q, d, docs, batch, scale))
+    weight = W.detach().numpy().copy()
+    return weight, TrainingReport(Path(""), len(examples), len(losses), time.perf_counter() - started, losses, False)
+
+
+def _batches(examples: Sequence[TrainingExample], order: list[int], epochs: int, batch_size: int,
+             hard_negatives: int, rng: random.Random):
+    """The training batches: per epoch ``order`` reshuffled and cut into batches, each with its
+    documents — the batch's positives, then per example up to ``hard_negatives`` of its negatives
+    (sampled, the positive excluded). Lazily, so the random draws interleave as the loop runs."""
     for _ in range(epochs):
         rng.shuffle(order)
         for start in range(0, len(order), batch_size):
@@ -288,11 +294,7 @@ def train_head(examples: Sequence[TrainingExample], *, base: np.ndarray | None =
             for e in batch:
                 negs = [n for n in e.negatives if n != e.positive]
                 docs.extend(rng.sample(negs, min(hard_negatives, len(negs))))
-            q = torch.nn.functional.normalize(V[[index[e.question] for e in batch]] @ W, dim=-1)
-            d = V[[index[t] for t in docs]]
-            losses.append(_contrastive_step(opt, q, d, docs, batch, scale))
-    weight = W.detach().numpy().copy()
-    return weight, TrainingReport(Path(""), len(examples), len(losses), time.perf_counter() - started, losses, False)
+            yield batch, docs
 
 
 def _contrastive_step(opt, q, d, docs: list[str], batch: list, scale: float) -> float:

@@ -43,6 +43,16 @@ def summarize(records: list[dict[str, Any]], metrics: Iterable[str] | None = Non
     return row
 
 
+def ci_cell(records: list[dict[str, Any]], metric: str, empty: str = "—", with_n: bool = True) -> str:
+    """A table cell in points: ``mean [lo, hi] (n=…)`` of ``metric`` over ``records`` (95% bootstrap
+    CI), or ``empty`` when there are none."""
+    if not records:
+        return empty
+    row = summarize(records, [metric])
+    lo, hi = row[f"{metric}_ci"]
+    return f"{100 * row[metric]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]" + (f" (n={row['n']})" if with_n else "")
+
+
 def paired_gain(records: list[dict[str, Any]], baseline: list[dict[str, Any]], metric: str,
                 seed: int = 0) -> tuple[float, float, float, int]:
     """(mean, low, high, n): ``records`` minus ``baseline`` on ``metric`` over the questions both

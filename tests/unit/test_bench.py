@@ -171,6 +171,18 @@ def test_cli_bench_list_report_check_and_run_estimate(capsys):
     assert capsys.readouterr().err.startswith("error: unknown benchmark table 'no_such_table'")
 
 
+def test_cli_bench_run_cells_picks_cells_and_names_a_typo(capsys):
+    from kgqa_lib.cli import main
+
+    assert main(["bench", "run", "fusic", "--cells", "metaqa2.fs_dense", "gtech.fs_naive"]) == 0
+    out = capsys.readouterr().out
+    assert "metaqa2.fs_dense" in out and "gtech.fs_naive" in out and "metaqa1.fs_dense" not in out
+    assert "--cells metaqa2.fs_dense gtech.fs_naive --yes" in out
+    assert main(["bench", "run", "fusic", "--cells", "metaqa1.fs_dnse"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: fusic has no cell 'metaqa1.fs_dnse' (did you mean 'metaqa1.fs_dense'?)")
+
+
 def test_restored_records_are_not_stripped_twice(tmp_path, monkeypatch):
     """A resumed run on a fresh machine restores the stripped records into the live file; saving
     again must keep what only the full record could give (a strip function is not idempotent)."""
