@@ -2,13 +2,14 @@
 reports (``kgqa bench list | report | run``). :mod:`.core` holds the machinery and the registry;
 each paper module registers its tables when this package is imported.
 
-Tables of the second kind, :mod:`.measure`, measure this machine: their saved record is the
-committed JSON of measurements their report is regenerated from."""
+The speed benchmarks (:mod:`.speed`) are the second kind of table, :mod:`.measure`: they measure
+this machine, and their saved record is the committed JSON of measurements their report is
+regenerated from."""
 
 from .core import (TABLES, Cell, Records, Table, cell_status, check, estimate, format_estimate, get_table, register,
                    render, restore, run, runs_dir, save, status_table, tables, write_report)
 from . import baselines, fusic, keqing, keqing_grailqa, pgakv  # noqa: E402,F401  (register their tables)
-from . import measure  # noqa: E402,F401  (the measurement tables)
+from . import measure, speed  # noqa: E402,F401  (the measurement tables)
 from .measure import MEASUREMENTS, Measurement, lookup  # noqa: E402
 
 __all__ = ["MEASUREMENTS", "TABLES", "Cell", "Measurement", "Records", "Table", "cell_status", "check", "estimate",
