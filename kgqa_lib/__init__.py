@@ -11,7 +11,7 @@ named in ``tests/unit/test_layers.py``):
 - :mod:`.embed` — sentence embeddings and retrievers;
 - :mod:`.methods` — one module (or package) per paper; a method never reads a question's gold;
 - :mod:`.evaluate` — metrics, the runner, reports, gold-based diagnostics;
-- :mod:`.bench` — the benchmark tables;
+- :mod:`.bench` — the benchmark tables (the papers' tables, and the speed measurements);
 - :mod:`.cli`, :mod:`.registry`, :mod:`.reproduce`, :mod:`.notebooks`, :mod:`.doctor`,
   :mod:`.distributed`, :mod:`.servers`, :mod:`.viz` — the commands and what notebooks use.
 """

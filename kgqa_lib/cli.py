@@ -299,28 +299,43 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--cells CELL…] [--yes]`` (see :mod:`kgqa_lib.bench`)."""
+    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--cells CELL…] [--yes] [table options]``
+    (see :mod:`kgqa_lib.bench`): paper tables (saved records) and measurement tables (a saved JSON)."""
     from . import bench
+    from .bench import measure
 
+    items = measure.lookup(args.tables)
     if args.action == "list":
-        for i, t in enumerate(bench.tables(args.tables)):
-            print(("\n" if i else "") + "\n".join(bench.status_table(t, bench.runs_dir())))
+        for i, t in enumerate(items):
+            lines = measure.status_lines(t) if isinstance(t, measure.Measurement) else \
+                bench.status_table(t, bench.runs_dir())
+            print(("\n" if i else "") + "\n".join(lines))
         return 0
     if args.action == "report":
         failed = 0
-        for t in bench.tables(args.tables):
-            if args.check:
-                problem = bench.check(t)
-                print(f"{t.name}: " + (problem or f"{t.output} matches its records"))
+        for t in items:
+            kind = measure if isinstance(t, measure.Measurement) else bench
+            source = "its JSON" if kind is measure else "its records"
+            if kind is measure and not t.data_path.exists() and not t.output_path.exists():
+                print(f"{t.name}: not measured yet (`kgqa bench run {t.name}`)")
+            elif args.check:
+                problem = kind.check(t)
+                print(f"{t.name}: " + (problem or f"{t.output} matches {source}"))
                 failed += problem is not None
-            else:
-                bench.write_report(t)
+            elif kind.write_report(t):
                 print(f"{t.name}: wrote results/bench/{t.output}")
         return 1 if failed else 0
     # run
-    if len(args.tables) != 1:
+    if len(items) != 1:
         raise UsageError("kgqa bench run takes one table (see `kgqa bench list`)")
-    table = bench.get_table(args.tables[0])
+    [table] = items
+    if isinstance(table, measure.Measurement):
+        if args.cells:
+            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells is for the papers' tables)")
+        return _run_measurement(table, args)
+    if args.table_options:
+        raise UsageError(f"table {table.name} takes no options (its cells' commands are fixed), got "
+                         f"{' '.join(args.table_options)}")
     cells = _bench_cells(table, args.cells)
     missing = [m for m in bench.estimate(table, bench.runs_dir()) if cells is None or m["cell"] in cells]
     print(f"{table.name}: what is missing, with costs from the records' own per-question means")
@@ -348,6 +363,20 @@ def _bench_cells(table, names: list[str] | None) -> list[str] | None:
             raise UsageError(f"{table.name} has no cell {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                              + f": see `kgqa bench list {table.name}`")
     return list(names)
+
+
+def _run_measurement(table: Any, args: argparse.Namespace) -> int:
+    """``kgqa bench run`` of a measurement table: its options, the estimate, then (``--yes``) the
+    measurement, given the app-layer modules it needs (local servers, the Dask engine)."""
+    from . import distributed, servers
+    from .bench import measure
+
+    options = measure.parse_options(table, args.table_options)
+    print(f"{table.name}: {table.estimate(options, measure.read(table))}")
+    if not args.yes:
+        print(f"nothing was run: add --yes to measure (`kgqa bench run {table.name} … --yes`)")
+        return 0
+    return measure.run(table, options, provide={"servers": servers, "distributed": distributed})
 
 
 def _parse_grid(items: list) -> dict[str, list]:
@@ -466,13 +495,16 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("tables", nargs="*", help="table names (default: all)")
     br.add_argument("--check", action="store_true", help="compare with the committed reports, write nothing "
                     "(exit 1 when one differs)")
-    bu = bsub.add_parser("run", help="estimate, then run/resume the missing questions of a table")
+    bu = bsub.add_parser("run", help="estimate, then run/resume the missing questions of a table, or measure",
+                         epilog="A measurement table takes its own options after its name (e.g. `kgqa bench run "
+                         "embed --n 1000 --yes`): `kgqa bench list TABLE` lists them.")
     bu.add_argument("tables", nargs=1, metavar="table")
     bu.add_argument("--yes", action="store_true", help="run them (without it: the estimate only)")
     bu.add_argument("--cells", nargs="+", metavar="CELL", default=None,
                     help="only these cells of the table (names as `kgqa bench list` shows them)")
     bu.add_argument("--batch", type=_positive_int, default=10,
-                    help="save the stripped records and rewrite the report every N new records")
+                    help="paper tables: save the stripped records and rewrite the report every N new records")
+    bu.set_defaults(table_options=[])  # a measurement table's own options: what the parser did not know (main)
     for sp in (b, bl, br, bu):
         sp.set_defaults(fn=cmd_bench)
     return p
@@ -500,7 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     """The one place a user error (bad argument, setting, data file or setup; see
     :mod:`kgqa_lib.errors`) becomes ``error: …`` on one line of stderr and exit code 2."""
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # only `kgqa bench run TABLE` takes options the parser does not know: the table's own
+            if getattr(args, "table_options", None) is None:
+                parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            args.table_options = unknown
         return args.fn(args)
     except _user_errors() as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr)

@@ -12,7 +12,7 @@ starts a scheduler and worker processes on 127.0.0.1 in about a second, and the 
 for an existing cluster (``dask scheduler`` / ``dask worker``, ``dask-jobqueue`` on Slurm/PBS,
 ``dask-kubernetes``). A shard is a long, independent job: nothing here needs Ray's actors or
 object store. Measured start-up and per-shard overhead: ``results/bench/distributed.md``
-(``scripts/bench_distributed.py``).
+(``kgqa bench run distributed``).
 
 Caches: shards on one machine share its cache folder (SQLite in WAL mode, safe for many local
 writers). On a network file system give each shard its own (``cache="per-shard"``: the worker gets

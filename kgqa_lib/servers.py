@@ -1,6 +1,7 @@
 """Local servers on 127.0.0.1 for tests, benchmarks and workshops: an Oxigraph SPARQL server
-(the ``oxigraph`` PyPI package's binary), Debian's Virtuoso, and a deterministic OpenAI-compatible
-chat server with a fixed latency (for concurrency measurements without a model).
+(the ``oxigraph`` PyPI package's binary), Debian's Virtuoso, a deterministic OpenAI-compatible
+chat server with a fixed latency (for concurrency measurements without a model), and a listener
+that stands for "the network" (it records every connection).
 
 Each is a context manager that starts the server, waits until it answers, and stops it on exit;
 ``timings`` holds the measured load and start seconds.
@@ -258,6 +259,47 @@ class VirtuosoServer(_Server):
 
     def _cleanup(self) -> None:
         self._tmp.cleanup()
+
+
+# --------------------------------------------------------------------------------------------
+# "The network": a loopback listener that records every connection
+# --------------------------------------------------------------------------------------------
+class Listener:
+    """A TCP listener on 127.0.0.1 that records every connection (and what was sent): a query that
+    must not reach the network names it, and ``count`` must stay 0."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections: list[bytes] = []
+        self._stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def count(self) -> int:
+        return len(self.connections)
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            conn.settimeout(0.5)
+            try:
+                self.connections.append(conn.recv(4096))
+            except OSError:
+                self.connections.append(b"")
+            conn.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self.thread.join(2)
+        self.sock.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,13 +2,16 @@
 reports (``kgqa bench list | report | run``). :mod:`.core` holds the machinery and the registry;
 each paper module registers its tables when this package is imported.
 
-The speed micro-benchmarks (``scripts/bench_embed.py``, ``bench_foundation.py``, ``bench_scaleout.py``,
-``bench_hostile_queries.py``) measure this machine rather than compute a table from saved records,
-so they stay scripts."""
+The speed benchmarks (:mod:`.speed`) are the second kind of table, :mod:`.measure`: they measure
+this machine, and their saved record is the committed JSON of measurements their report is
+regenerated from."""
 
 from .core import (TABLES, Cell, Records, Table, cell_status, check, estimate, format_estimate, get_table, register,
                    render, restore, run, runs_dir, save, status_table, tables, write_report)
 from . import baselines, fusic, keqing, keqing_grailqa, pgakv  # noqa: E402,F401  (register their tables)
+from . import measure, speed  # noqa: E402,F401  (the measurement tables)
+from .measure import MEASUREMENTS, Measurement, lookup  # noqa: E402
 
-__all__ = ["TABLES", "Cell", "Records", "Table", "cell_status", "check", "estimate", "format_estimate", "get_table",
-           "register", "render", "restore", "run", "runs_dir", "save", "status_table", "tables", "write_report"]
+__all__ = ["MEASUREMENTS", "TABLES", "Cell", "Measurement", "Records", "Table", "cell_status", "check", "estimate",
+           "format_estimate", "get_table", "lookup", "measure", "register", "render", "restore", "run", "runs_dir",
+           "save", "status_table", "tables", "write_report"]

@@ -217,16 +217,20 @@ def write_report(table: Table) -> Path:
 def check(table: Table) -> str | None:
     """None when the committed report is what its saved records give; else what differs, in one line."""
     path = table.output_path
+    return compare(path, render(table) if path.exists() else "", table.name, "its records give")
+
+
+def compare(path: Path, text: str, name: str, source: str) -> str | None:
+    """None when the file at ``path`` holds ``text``; else, in one line, from which line it differs
+    from what ``source`` (e.g. "its records give") or that it is missing, and the command that rewrites it."""
     if not path.exists():
-        return f"{path.name} is missing (write it with `kgqa bench report {table.name}`)"
-    text = render(table)
+        return f"{path.name} is missing (write it with `kgqa bench report {name}`)"
     old = path.read_text(encoding="utf-8")
     if text == old:
         return None
     new_lines, old_lines = text.splitlines(), old.splitlines()
     first = next((i for i, (a, b) in enumerate(zip(new_lines, old_lines)) if a != b), min(len(new_lines), len(old_lines)))
-    return (f"{path.name} differs from what its records give, from line {first + 1} "
-            f"(`kgqa bench report {table.name}` rewrites it)")
+    return f"{path.name} differs from what {source}, from line {first + 1} (`kgqa bench report {name}` rewrites it)"
 
 
 # ---------------------------------------------------------------- saving and restoring records

@@ -14,7 +14,7 @@ The worker also:
   cannot reach the network (defence in depth behind :mod:`kgqa_lib.kg.sparql_guard`);
 - dies with its parent (``PR_SET_PDEATHSIG``); only ever runs ``Store.query`` on a read-only view.
 
-Costs (measured, 2-core VM, see ``scripts/bench_hostile_queries.py``): a worker starts in ~0.15 s
+Costs (measured, 2-core VM, see ``kgqa bench run hostile_queries``): a worker starts in ~0.15 s
 (interpreter + pyoxigraph; plus ~0.1 s per 10k in-memory triples to copy), a query round trip adds
 ~0.2 ms. Workers are pooled per KG and reused; one is started per concurrent caller.
 """

@@ -91,6 +91,16 @@ CASES = [
     ("unknown-llm-mode", [*RUN, "--llm-mode", "record"], None, "invalid choice: 'record'"),
     ("run-without-dataset", ["run", "--method", "io"], None, "needs --dataset"),
     ("help-settings-unknown-method", ["run", "--method", "nope", "--help-settings"], None, "Unknown method 'nope'"),
+    ("bench-unknown-table", ["bench", "run", "embedd", "--yes"], None, "unknown benchmark table 'embedd'; known:"),
+    ("bench-option-too-small", ["bench", "run", "embed", "--n", "0", "--yes"], None,
+     "argument --n: expects numbers ≥ 1, got 0"),
+    ("bench-option-not-a-number", ["bench", "run", "distributed", "--workers", "1,two", "--yes"], None,
+     "argument --workers: expects a whole number, got 'two'"),
+    ("bench-unknown-option", ["bench", "run", "embed", "--nn", "5", "--yes"], None, "unrecognized arguments: --nn 5"),
+    ("bench-unknown-section", ["bench", "run", "scaleout", "--only", "servers,gpu", "--yes"], None,
+     "argument --only: expects items of concurrency,servers,metaqa, got 'gpu'"),
+    ("bench-paper-table-option", ["bench", "run", "pgakv_t2", "--n", "5"], None, "table pgakv_t2 takes no options"),
+    ("bench-list-option", ["bench", "list", "--n", "5"], None, "unrecognized arguments: --n ("),
 ]
 
 

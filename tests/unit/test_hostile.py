@@ -1,12 +1,11 @@
 """Every parser of LLM output is total: random and adversarial text (code fences, chat-template
 leaks, unbalanced brackets, nested/truncated JSON, huge numbers, NUL bytes, very long lines, Cypher
 and SPARQL that read files or the network, trailing prose) never raises, and a result with nothing
-in it always carries an error category. The fragments and parser wrappers are shared with
-``scripts/hostile_parsers.py`` (which counts crashes and categories for the issue's note)."""
+in it always carries an error category. The fragments and parser wrappers are shared with the
+``hostile_parsers`` benchmark (:mod:`kgqa_lib.bench.speed.hostile_parsers`, which counts crashes and categories)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 
@@ -19,18 +18,9 @@ from kgqa_lib.methods.fusic import PROFILES, Execution, execute_query, extract_q
 from kgqa_lib.methods.keqing import parse_chain, parse_decomposition
 from kgqa_lib.methods.pgakv import cypher_to_triples, parse_pseudo_graph, parse_triples, split_plan_and_cypher
 from kgqa_lib.llm.parse import extract_braced_answers
-from kgqa_lib.paths import repo_root
 from kgqa_lib.kg.sexpr import SExprError, extract_sexpr, parse_sexpr, to_sparql
+from kgqa_lib.bench.speed import hostile_parsers as H
 
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("hostile_parsers", repo_root() / "scripts" / "hostile_parsers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _load_script()
 FRAGMENT = st.sampled_from(H.FRAGMENTS)
 
 

@@ -76,7 +76,7 @@ def test_no_committed_file_holds_a_machine_path():
 
 
 def test_shown_path_never_gives_a_machine_path(tmp_path, monkeypatch):
-    """What writers (scripts/bench_embed.py's ``cache_file``) put into committed files."""
+    """What writers (the embed benchmark's ``cache_file``) put into committed files."""
     from kgqa_lib.paths import shown_path
 
     monkeypatch.setenv("KGQA_CACHE_DIR", str(tmp_path / "cache"))

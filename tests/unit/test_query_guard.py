@@ -9,7 +9,7 @@ that really stop at their timeout.
 - a loopback listener on 127.0.0.1 counts connections: 0, even for a SERVICE query handed to the
   query worker with the guard bypassed (the worker cannot open an inet socket);
 - the store is unchanged after the hostile set; a timed-out query's worker process is gone.
-Wall times are measured by ``scripts/bench_hostile_queries.py``, not asserted here.
+Wall times are measured by ``kgqa bench run hostile_queries``, not asserted here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import socket
 import threading
 import time
 
@@ -25,41 +24,9 @@ import pytest
 
 from kgqa_lib.kg.graph import GRAPH_IRI, QueryRejected, QueryTimeout, from_triples
 from kgqa_lib.kg.sources import load_named
-from kgqa_lib.paths import data_dir, repo_root
+from kgqa_lib.paths import data_dir
 from kgqa_lib.kg.sparql_guard import QuerySyntaxError, cap_limit, check_read_only, guard_query, nesting_depth
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that records every connection (and what was sent)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections: list[bytes] = []
-        self._stop = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            conn.settimeout(0.5)
-            try:
-                self.connections.append(conn.recv(4096))
-            except OSError:
-                self.connections.append(b"")
-            conn.close()
-
-    def close(self) -> None:
-        self._stop = True
-        self.thread.join(2)
-        self.sock.close()
+from kgqa_lib.servers import Listener
 
 
 @pytest.fixture
@@ -353,8 +320,10 @@ def test_on_disk_store_is_queried_read_only(tmp_path):
     kg.close_workers()
 
 
-def test_scripts_exist():
-    assert (repo_root() / "scripts" / "bench_hostile_queries.py").exists()
+def test_the_hostile_query_benchmark_is_a_table():
+    from kgqa_lib.bench import measure
+
+    assert "hostile_queries" in measure.MEASUREMENTS
 
 
 def test_idle_query_workers_are_bounded_across_kgs():

@@ -1,10 +1,9 @@
-"""Scale-out benchmark (issue 7): concurrent questions, SPARQL servers, the whole MetaQA KB on disk.
+"""``scaleout`` (issue 7): concurrent questions, SPARQL servers, the whole MetaQA KB on disk.
 
-  KGQA_DATA_DIR=../shared/datasets nice -n 10 .venv/bin/python scripts/bench_scaleout.py \
-      [--only concurrency,servers,metaqa] [--keep]
+    KGQA_DATA_DIR=../shared/datasets nice -n 10 kgqa bench run scaleout [--only concurrency,servers,metaqa] [--keep]
 
 Sections (each merged into ``results/bench/scaleout.json``; ``scaleout.md`` is rewritten from the
-whole JSON, so sections can be run one at a time):
+whole JSON after each, so sections can be run one at a time):
 
 ``concurrency``
     The deterministic OpenAI-compatible ``FakeChatServer`` (1 s per call) answers method ``io`` on
@@ -33,12 +32,12 @@ whole JSON, so sections can be run one at a time):
     store and the embedding cache.
 
 Timings are wall-clock on a shared 2-core machine; the load average at each section's start is
-recorded beside the numbers.
+recorded beside the numbers. The servers (:mod:`kgqa_lib.servers`, the app layer) are given by the
+caller; the metaqa section's child processes are :mod:`.scaleout_child`.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import json
@@ -52,98 +51,47 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from types import ModuleType, SimpleNamespace
+from typing import Any, Sequence
+
+from ...paths import repo_root
+from ..measure import Measurement, Option, register
+from .scaleout_child import verbalise_all
+from .timing import disk_bytes, load_average, md_table, progress, sqlite_bytes, summary_ms, timed, timed_cpu
 
 SECTIONS = ("concurrency", "servers", "metaqa")
-REPO = Path(__file__).resolve().parent.parent
 METAQA_ENTITY_NS = "http://kgqa.local/metaqa/entity/"
 METAQA_RELATION_NS = "http://kgqa.local/metaqa/relation/"
-
-
-# --------------------------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------------------------
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (``q`` in 0..100) of a non-empty sequence."""
-    xs = sorted(values)
-    if not xs:
-        raise ValueError("percentile of nothing")
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
-    ms = [s * 1000.0 for s in seconds]
-    return {"n": len(ms), "median_ms": round(statistics.median(ms), 3), "p90_ms": round(percentile(ms, 90), 3),
-            "mean_ms": round(statistics.fmean(ms), 3), "max_ms": round(max(ms), 3)}
-
-
-def disk_bytes(path: Path) -> int:
-    """Bytes of a file, or of every file under a folder."""
-    path = Path(path)
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def sqlite_bytes(path: Path) -> int:
-    """A SQLite file with its ``-wal``/``-shm`` companions."""
-    return sum(Path(str(path) + s).stat().st_size for s in ("", "-wal", "-shm") if Path(str(path) + s).exists())
+_BOOT = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
 def mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def load_average() -> float:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return float("nan")
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
-
-
-def timed_cpu(fn: Callable[[], Any]) -> tuple[Any, float, float]:
-    """(result, wall seconds, this process's CPU seconds over all its threads)."""
-    t, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - t, time.process_time() - c
-
-
 def run_child(args: list[str], env: dict[str, str] | None = None, timeout: float = 1800) -> tuple[dict, float]:
-    """Run this script as a child (``--child ...``); returns its JSON (last stdout line) and wall seconds."""
+    """Run :mod:`.scaleout_child` alone in a new process (``--child ...``); returns its JSON (last
+    stdout line) and wall seconds."""
+    child = Path(__file__).with_name("scaleout_child.py")
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args], capture_output=True, text=True,
-                         env=env or dict(os.environ), timeout=timeout, cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", _BOOT, str(child), *args], capture_output=True, text=True,
+                         env=env or dict(os.environ), timeout=timeout, cwd=repo_root())
     wall = time.perf_counter() - t
     if out.returncode != 0:
         raise RuntimeError(f"child {args} failed ({out.returncode}): {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1]), wall
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 # --------------------------------------------------------------------------------------------
 # 1. concurrency
 # --------------------------------------------------------------------------------------------
-def bench_concurrency(tmp: Path, n: int, latency: float, workers: Sequence[int], repeats: int,
+def bench_concurrency(servers: ModuleType, tmp: Path, n: int, latency: float, workers: Sequence[int], repeats: int,
                       fast_repeats: int) -> dict[str, Any]:
-    from kgqa_lib.data.datasets import load_dataset
-    from kgqa_lib.evaluate.runner import read_records, run
-    from kgqa_lib.llm.chat import LLMCache, make_llm
-    from kgqa_lib.methods import Context
-    from kgqa_lib.servers import FakeChatServer, env_for_openai
+    """The runner with each worker count (repeats interleaved), then the ``kgqa run`` command."""
+    from ...data.datasets import load_dataset
+    from ...evaluate.runner import read_records, run
+    from ...llm.chat import LLMCache, make_llm
+    from ...methods import Context
 
     ds = load_dataset("miniworld:simple", sample=n, seed=0)
     key = "sk-local-bench"
@@ -184,7 +132,7 @@ def bench_concurrency(tmp: Path, n: int, latency: float, workers: Sequence[int],
                 "runs_with_a_question_over_latency_plus_0_8s": sum(r["question_s_max"] > latency + 0.8 for r in rs),
                 "runs": rs}
 
-    with FakeChatServer(latency=latency) as srv:
+    with servers.FakeChatServer(latency=latency) as srv:
         backlog = getattr(srv._httpd, "request_queue_size", None)  # socketserver's default is 5
         # repeats interleaved (1, 4, 16, 1, 4, 16, ...) so a change in the machine's load hits every setting
         runs: dict[int, list[dict[str, Any]]] = {w: [] for w in workers}
@@ -199,7 +147,7 @@ def bench_concurrency(tmp: Path, n: int, latency: float, workers: Sequence[int],
 
         # the CLI path: `kgqa run --llm openai:fake --workers 16`, its own (fresh) cache dir
         w = max(workers)
-        env = env_for_openai(srv.base_url, model="fake", key=key)
+        env = servers.env_for_openai(srv.base_url, model="fake", key=key)
         env["KGQA_CACHE_DIR"] = str(tmp / "cli-cache")
         kgqa = str(Path(sys.executable).parent / "kgqa")
         out = tmp / "cli.jsonl"
@@ -209,13 +157,13 @@ def bench_concurrency(tmp: Path, n: int, latency: float, workers: Sequence[int],
         srv.max_in_flight = 0
         before = srv.requests
         t = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=repo_root())
         wall = time.perf_counter() - t
         if proc.returncode != 0:
             raise RuntimeError(f"kgqa run failed: {proc.stderr[-2000:]}")
         requests, in_flight = srv.requests - before, srv.max_in_flight
         t = time.perf_counter()  # the same command again: every question is finished, so no calls
-        subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO, check=True)
+        subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=repo_root(), check=True)
         overhead = time.perf_counter() - t
         recs = read_records(out)
         net = max(wall - overhead, 1e-9)
@@ -299,7 +247,7 @@ def time_interleaved(backends: dict[str, Any], work: list[tuple[str, list[str]]]
         for e, path in work[:warmup]:
             one_walk(backends[b], e, path)
     sent = {b: kg.stats["sent"] for b, kg in backends.items() if isinstance(getattr(kg, "stats", None), dict)}
-    for i, (e, path) in enumerate(work):
+    for i, (e, path) in enumerate(progress(work, "walks", unit="walk")):
         for b in names[i % len(names):] + names[:i % len(names)]:
             for k, (ans, s) in one_walk(backends[b], e, path).items():
                 times[b][k].append(s)
@@ -310,13 +258,13 @@ def time_interleaved(backends: dict[str, Any], work: list[tuple[str, list[str]]]
     return summary, answers
 
 
-def bench_servers(tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
-    from kgqa_lib.data.datasets import metaqa_kb_path
-    from kgqa_lib.kg.graph import load_metaqa_kb, load_rdf, read_metaqa_rows, triples_to_ntriples
-    from kgqa_lib.data.miniworld import BASE, FB_ALIAS, FB_DESC, FB_NAME
-    from kgqa_lib.paths import data_dir
-    from kgqa_lib.kg.remote import open_sparql_kg
-    from kgqa_lib.servers import OxigraphServer, VirtuosoServer, virtuoso_binary
+def bench_servers(servers: ModuleType, tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
+    """Both KGs on every backend at once, walks interleaved (see the module's doc)."""
+    from ...data.datasets import metaqa_kb_path
+    from ...data.miniworld import BASE, FB_ALIAS, FB_DESC, FB_NAME
+    from ...kg.graph import load_metaqa_kb, load_rdf, read_metaqa_rows, triples_to_ntriples
+    from ...kg.remote import open_sparql_kg
+    from ...paths import data_dir
 
     mw_files = [data_dir() / "miniworld" / "kg_freebase.nt", data_dir() / "miniworld" / "ontology.nt"]
     mw_opts = dict(namespace=BASE + "fb/", name="miniworld-freebase", entity_ns=BASE + "fb/", relation_ns=BASE + "fb/",
@@ -335,7 +283,7 @@ def bench_servers(tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
             "embedded_memory": lambda: load_metaqa_kb(kb),
             "embedded_disk": lambda: load_metaqa_kb(kb, store_dir=tmp / "emb-metaqa")},
     }
-    virtuoso = virtuoso_binary()
+    virtuoso = servers.virtuoso_binary()
     result: dict[str, Any] = {"entities": n_entities, "seed": seed, "frontier_cap": 500,
                               "virtuoso": virtuoso or "absent (skipped)", "metaqa_nt_write_s": round(nt_s, 3),
                               "datasets": {}}
@@ -349,12 +297,13 @@ def bench_servers(tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
         kg, load_s = timed(spec["embedded_disk"])
         backends["embedded on-disk"] = kg
         info["embedded on-disk"] = {"start_s": 0.0, "load_s": load_s, "triples": len(kg)}
-        servers = [("Oxigraph server in-memory", lambda: OxigraphServer(spec["files"])),
-                   ("Oxigraph server on-disk", lambda: OxigraphServer(spec["files"], location=tmp / f"oxi-{ds_name[:4]}"))]
+        started = [("Oxigraph server in-memory", lambda: servers.OxigraphServer(spec["files"])),
+                   ("Oxigraph server on-disk",
+                    lambda: servers.OxigraphServer(spec["files"], location=tmp / f"oxi-{ds_name[:4]}"))]
         if virtuoso:
-            servers.append(("Virtuoso 7.2", lambda: VirtuosoServer(spec["files"])))
+            started.append(("Virtuoso 7.2", lambda: servers.VirtuosoServer(spec["files"])))
         with contextlib.ExitStack() as stack:
-            for label, make in servers:  # started one after the other, then all serve at once
+            for label, make in started:  # started one after the other, then all serve at once
                 print(f"    start {label}", flush=True)
                 srv = stack.enter_context(make())
                 remote = open_sparql_kg(srv.kg_url(spec["profile"]), cache=False)
@@ -387,65 +336,13 @@ def bench_servers(tmp: Path, n_entities: int, seed: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # 3. metaqa: the on-disk store and the embeddings of its verbalised triples, cold and warm
 # --------------------------------------------------------------------------------------------
-def child_build(store: str, kb: str) -> dict[str, Any]:
-    """In a fresh process: build the store cold, reopen it in-process, and build it in memory."""
-    t = time.perf_counter()
-    from kgqa_lib.kg.graph import load_metaqa_kb
-
-    import_s = time.perf_counter() - t
-    kg, cold, cold_cpu = timed_cpu(lambda: load_metaqa_kb(kb, store_dir=store))
-    again, reuse = timed(lambda: load_metaqa_kb(kb, store_dir=store))
-    n, count_s = timed(lambda: len(kg))
-    mem, mem_s, mem_cpu = timed_cpu(lambda: load_metaqa_kb(kb))
-    return {"import_s": import_s, "cold_build_s": cold, "cold_build_cpu_s": cold_cpu, "in_process_reuse_s": reuse,
-            "same_object": again is kg, "triples": n, "count_s": count_s, "in_memory_build_s": mem_s,
-            "in_memory_build_cpu_s": mem_cpu, "in_memory_triples": len(mem)}
-
-
-def child_open(store: str, kb: str) -> dict[str, Any]:
-    """In a new process: open the built store and answer a first 3-hop walk."""
-    t = time.perf_counter()
-    from kgqa_lib.kg.graph import load_metaqa_kb
-
-    import_s = time.perf_counter() - t
-    kg, open_s = timed(lambda: load_metaqa_kb(kb, store_dir=store))
-    seed = kg.entity_iri("Inception")
-    ans, q_s = timed(lambda: kg.follow_path(seed, ["directed_by", "^directed_by", "in_language"]))
-    n, count_s = timed(lambda: len(kg))
-    return {"import_s": import_s, "open_s": open_s, "first_query_s": q_s, "first_query_answers": len(ans),
-            "triples": n, "count_s": count_s}
-
-
-def verbalise_all(kg) -> list[str]:
-    """Every KB triple as PG&AKV verbalises its candidates (kgqa_lib/methods/pgakv.py)."""
-    return [kg.verbalise(t, "sentence").rstrip(".") for e in kg.entities() for t in kg.triples_around(e, "out")]
-
-
-def child_ready(store: str, kb: str, texts_file: str, cache: str) -> dict[str, Any]:
-    """In a new process, warm: open the built store, verbalise every triple, embed the texts from
-    the cache (no model load expected) — what a fresh process pays before answering."""
-    t0 = time.perf_counter()
-    from kgqa_lib.embed.embedder import Embedder
-    from kgqa_lib.kg.graph import load_metaqa_kb
-
-    import_s = time.perf_counter() - t0
-    kg, open_s = timed(lambda: load_metaqa_kb(kb, store_dir=store))
-    verbalised, verb_s = timed(lambda: verbalise_all(kg))
-    texts = json.loads(Path(texts_file).read_text(encoding="utf-8"))
-    emb = Embedder(cache_path=cache)
-    mat, s = timed(lambda: emb.encode(texts))
-    return {"import_s": import_s, "open_s": open_s, "verbalise_s": verb_s, "verbalised": len(verbalised),
-            "encode_s": s, "texts": len(texts), "encoded": emb.stats.encoded, "cached": emb.stats.cached,
-            "model_loaded": emb.loaded, "shape": list(mat.shape), "total_s": time.perf_counter() - t0}
-
-
 def bench_metaqa(tmp: Path, budget_s: float, sample_n: int, pilot_n: int, seed: int) -> dict[str, Any]:
     cache_dir = tmp / "kgqa-cache"
     cache_dir.mkdir(parents=True, exist_ok=True)
     os.environ["KGQA_CACHE_DIR"] = str(cache_dir)  # before any object is made; the children inherit it
-    from kgqa_lib.data.datasets import metaqa_kb_path
-    from kgqa_lib.embed.embedder import Embedder
-    from kgqa_lib.kg.graph import _OPEN, load_metaqa_kb
+    from ...data.datasets import metaqa_kb_path
+    from ...embed.embedder import Embedder
+    from ...kg.graph import _OPEN, load_metaqa_kb
 
     kb = str(metaqa_kb_path())
     store = cache_dir / "kg" / "metaqa"
@@ -550,7 +447,7 @@ def f2(x: float) -> str:
 def render_md(data: dict[str, Any]) -> str:
     meta = data.get("meta", {})
     parts = ["# Scale-out benchmark (issue 7)", "",
-             f"`scripts/bench_scaleout.py`; {meta.get('cpu_count')} CPUs, Python {meta.get('python')}, "
+             f"`kgqa bench run scaleout`; {meta.get('cpu_count')} CPUs, Python {meta.get('python')}, "
              f"{meta.get('platform')}. Wall-clock times of a niced process on a shared machine (other jobs, e.g. "
              "an LLM benchmark and test runs, came and went); the 1-minute load average at each section's start "
              "is given with it. Raw numbers: `scaleout.json`.", ""]
@@ -681,77 +578,81 @@ def render_md(data: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(SECTIONS),
-                    help="comma-separated: " + ",".join(SECTIONS) + " (render: only rewrite the .md from the JSON)")
-    ap.add_argument("--out", default=str(REPO / "results" / "bench" / "scaleout.json"),
-                    help="the JSON (the .md is written beside it)")
-    ap.add_argument("--questions", type=int, default=32)
-    ap.add_argument("--latency", type=float, default=1.0)
-    ap.add_argument("--workers", default="1,4,16", help="the first is the baseline of the speedups")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per worker count (medians reported)")
-    ap.add_argument("--repeats-fast", type=int, default=8, help="runs of the largest worker count (a few s each)")
-    ap.add_argument("--entities", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--embed-budget", type=float, default=720.0, help="seconds; beyond this the cold encode is sampled")
-    ap.add_argument("--embed-sample", type=int, default=20000)
-    ap.add_argument("--embed-pilot", type=int, default=1000)
-    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    ap.add_argument("--child", choices=["build", "open", "ready"], help=argparse.SUPPRESS)
-    ap.add_argument("--store", help=argparse.SUPPRESS)
-    ap.add_argument("--kb", help=argparse.SUPPRESS)
-    ap.add_argument("--texts", help=argparse.SUPPRESS)
-    ap.add_argument("--cache", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-
-    if args.child:
-        fn = {"build": lambda: child_build(args.store, args.kb), "open": lambda: child_open(args.store, args.kb),
-              "ready": lambda: child_ready(args.store, args.kb, args.texts, args.cache)}[args.child]
-        print(json.dumps(fn()))
-        return 0
-
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
-    bad = set(only) - set(SECTIONS) - {"render"}
-    if bad:
-        ap.error(f"unknown section(s) {sorted(bad)}; use {','.join(SECTIONS)}")
-    out_json = Path(args.out)
-    data = json.loads(out_json.read_text()) if out_json.exists() else {}
+def measure(opts: SimpleNamespace, previous: dict[str, Any], servers: ModuleType, save) -> dict[str, Any]:
+    """The sections of ``--only``, each merged into the JSON so far and saved (with the report) as
+    soon as it is done; ``servers`` is :mod:`kgqa_lib.servers`."""
+    data = dict(previous)
     data["meta"] = {"cpu_count": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform(terse=True)}
     tmp = Path(tempfile.mkdtemp(prefix="kgqa-bench-scaleout-"))
     print(f"temporary folder: {tmp}", flush=True)
+    cache_env = os.environ.get("KGQA_CACHE_DIR")  # the metaqa section sets a fresh one
     try:
         for section in SECTIONS:
-            if section not in only:
+            if section not in opts.only:
                 continue
             print(f"[{section}]", flush=True)
             sub = tmp / section
             sub.mkdir()
             load, t0, at = load_average(), time.perf_counter(), time.strftime("%Y-%m-%d %H:%M")
             if section == "concurrency":
-                res = bench_concurrency(sub, args.questions, args.latency, [int(w) for w in args.workers.split(",")],
-                                        args.repeats, args.repeats_fast)
+                res = bench_concurrency(servers, sub, opts.questions, opts.latency, opts.workers, opts.repeats,
+                                        opts.repeats_fast)
             elif section == "servers":
-                res = bench_servers(sub, args.entities, args.seed)
+                res = bench_servers(servers, sub, opts.entities, opts.seed)
             else:
-                res = bench_metaqa(sub, args.embed_budget, args.embed_sample, args.embed_pilot, args.seed)
+                res = bench_metaqa(sub, opts.embed_budget, opts.embed_sample, opts.embed_pilot, opts.seed)
             res.update(load_average=load, run_at=at, section_s=round(time.perf_counter() - t0, 1))
             data[section] = res
-            out_json.parent.mkdir(parents=True, exist_ok=True)
-            out_json.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            out_json.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
+            save(data)
             print(f"[{section}] done in {res['section_s']} s", flush=True)
-        if data and "render" in only:
-            out_json.with_suffix(".md").write_text(render_md(data), encoding="utf-8")
     finally:
-        if args.keep:
+        if cache_env is None:
+            os.environ.pop("KGQA_CACHE_DIR", None)
+        else:
+            os.environ["KGQA_CACHE_DIR"] = cache_env
+        if opts.keep:
             print(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(out_json.with_suffix(".md").read_text())
-    return 0
+    return data
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def estimate(opts: SimpleNamespace, previous: dict[str, Any]) -> str:
+    parts = []
+    for section in (s for s in SECTIONS if s in opts.only):
+        last = (previous.get(section) or {}).get("section_s")
+        if section == "concurrency":
+            w = opts.workers
+            calls = (opts.repeats * sum(opts.questions * opts.latency / k for k in w)
+                     + (max(opts.repeats, opts.repeats_fast) - opts.repeats + 1) * opts.questions * opts.latency / max(w))
+            parts.append(f"concurrency ≈ {calls:.0f} s of server latency + the `kgqa run` start-ups")
+        elif section == "servers":
+            parts.append(f"servers: {opts.entities} walks × 5 backends × 2 KGs" + (f", {last / 60:.0f} min last time" if last else ""))
+        else:
+            parts.append(f"metaqa: cold encode ≤ {opts.embed_budget / 60:.0f} min (sampled beyond)"
+                         + (f", {last / 60:.0f} min in all last time" if last else ""))
+    return "; ".join(parts)
+
+
+TABLE = register(Measurement(
+    name="scaleout", title="concurrent questions, SPARQL servers vs the embedded KG, the whole MetaQA KB on disk",
+    data="scaleout.json", output="scaleout.md", report=render_md, measure=measure, estimate=estimate,
+    options=(Option("--only", ",".join(SECTIONS), "sections to run (the others stay as measured)", kind="names",
+                    choices=SECTIONS),
+             Option("--questions", 32, "concurrency: questions", low=1),
+             Option("--latency", 1.0, "concurrency: seconds the fake server takes per call", low=0),
+             Option("--workers", "1,4,16", "concurrency: worker counts, the first is the speed-ups' baseline",
+                    low=1, kind="ints"),
+             Option("--repeats", 3, "concurrency: runs per worker count (medians reported)", low=1),
+             Option("--repeats-fast", 8, "concurrency: runs of the largest worker count", low=1),
+             Option("--entities", 50, "servers: seeded walks per KG", low=1),
+             Option("--seed", 0, "servers/metaqa: seed of the walks and the sample"),
+             Option("--embed-budget", 720.0, "metaqa: seconds; beyond this the cold encode is sampled", low=0),
+             Option("--embed-sample", 20000, "metaqa: texts encoded when sampled", low=1),
+             Option("--embed-pilot", 1000, "metaqa: texts of each thread-count pilot", low=1),
+             Option("--keep", False, "keep the temporary folder")),
+    target="16 workers >= 12x the throughput of 1, identical results (concurrency)",
+    verdict=lambda d: "concurrency" not in d or d["concurrency"]["target_met"],
+    needs=("servers", "save"),
+    requires="MetaQA under KGQA_DATA_DIR (servers, metaqa); the `oxigraph` binary; Virtuoso optional"))

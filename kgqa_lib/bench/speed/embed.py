@@ -1,6 +1,4 @@
-"""Micro-benchmark of kgqa_lib.embed: cosine top-10 over ~130k cached triple embeddings.
-
-  python scripts/bench_embed.py [--n 130000] [--fresh] [--cache PATH]
+"""``embed``: cosine top-10 over ~130k cached triple embeddings (``kgqa bench run embed [--n 130000] [--fresh]``).
 
 Builds ``--n`` synthetic, deterministic "subject relation object" strings from small invented word
 lists (no benchmark files are read), encodes them once into an embedding cache (a dedicated file,
@@ -11,23 +9,20 @@ lists (no benchmark files are read), encodes them once into an embedding cache (
 - cold load of all n vectors from the SQLite cache by a new Embedder (empty in-process memo);
 - cosine top-10 latency (numpy) for 1 query and for a batch of 100 queries (medians of repeats).
 
-Writes results/bench/embed.json and prints a table.
-"""
+Writes ``results/bench/embed.json`` and ``embed.md``."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import random
 import statistics
-import time
+from types import SimpleNamespace
+from typing import Any
 
-import numpy as np
-
-from kgqa_lib.embed.embedder import Embedder, cosine_topk
-from kgqa_lib.paths import results_dir, shown_path, user_cache_dir
+from ...paths import shown_path, user_cache_dir
+from ..measure import Measurement, Option, register
+from .timing import md_table, ms_stats, timed
 
 FIRST = ["Ada", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",
          "Marek", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tamsin", "Umar", "Vera", "Wiktor",
@@ -100,41 +95,28 @@ def synthetic_queries(n: int, seed: int = 1) -> list[str]:
     return [rng.choice(forms)() for _ in range(n)]
 
 
-def timed(fn, *a, **k):
-    t = time.perf_counter()
-    out = fn(*a, **k)
-    return out, time.perf_counter() - t
+def cache_file(opts: SimpleNamespace) -> str:
+    return opts.cache or str(user_cache_dir() / "bench" / "embed_bench.sqlite")
 
 
-def ms_stats(xs: list[float]) -> dict:
-    xs = sorted(xs)
-    return {"median_ms": round(1000 * statistics.median(xs), 3), "min_ms": round(1000 * xs[0], 3),
-            "p90_ms": round(1000 * xs[int(0.9 * (len(xs) - 1))], 3), "runs": len(xs)}
+def measure(opts: SimpleNamespace, previous: dict[str, Any]) -> dict[str, Any]:
+    """Encode once into the benchmark's cache, then cold loads and top-10 searches (see the module's doc)."""
+    import numpy as np
+    import torch
 
+    from ...embed.embedder import Embedder, cosine_topk
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=130_000, help="number of synthetic triples (default 130000)")
-    ap.add_argument("--cache", default=None, help="embedding cache file (default: user_cache_dir()/bench/embed_bench.sqlite)")
-    ap.add_argument("--fresh", action="store_true", help="delete the benchmark cache first (re-measure encoding)")
-    ap.add_argument("--single-runs", type=int, default=50)
-    ap.add_argument("--batch-runs", type=int, default=15)
-    ap.add_argument("--out", default=str(results_dir() / "bench" / "embed.json"))
-    args = ap.parse_args()
-
-    cache = args.cache or str(user_cache_dir() / "bench" / "embed_bench.sqlite")
+    cache = cache_file(opts)
     os.makedirs(os.path.dirname(cache), exist_ok=True)
-    if args.fresh:
+    if opts.fresh:
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(cache + suffix):
                 os.remove(cache + suffix)
 
-    import torch
-
-    out: dict = {"n": args.n, "cache_file": shown_path(cache),  # never a home-folder path in a committed file
+    out: dict = {"n": opts.n, "cache_file": shown_path(cache),  # never a home-folder path in a committed file
                  "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                  "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__}
-    texts, t = timed(synthetic_triples, args.n)
+    texts, t = timed(synthetic_triples, opts.n)
     out["build_texts_s"] = round(t, 2)
     out["mean_chars"] = round(sum(map(len, texts)) / len(texts), 1)
 
@@ -166,33 +148,57 @@ def main() -> None:
     q_emb = Embedder(cache_path=cache)
     queries = q_emb.encode(synthetic_queries(100))
     cosine_topk(queries, matrix, 10)  # warm-up
-    singles = [timed(cosine_topk, queries[i % len(queries)], matrix, 10)[1] for i in range(args.single_runs)]
-    batches = [timed(cosine_topk, queries, matrix, 10)[1] for _ in range(args.batch_runs)]
-    out["top10_1_query"] = ms_stats(singles)
-    out["top10_batch_100"] = ms_stats(batches)
+    singles = [timed(cosine_topk, queries[i % len(queries)], matrix, 10)[1] for i in range(opts.single_runs)]
+    batches = [timed(cosine_topk, queries, matrix, 10)[1] for _ in range(opts.batch_runs)]
+    out["top10_1_query"] = ms_stats(singles, "runs", minimum=True)
+    out["top10_batch_100"] = ms_stats(batches, "runs", minimum=True)
     out["top10_batch_100"]["per_query_ms"] = round(out["top10_batch_100"]["median_ms"] / len(queries), 3)
     idx, sc = cosine_topk(queries[0], matrix, 10)
     out["example"] = {"query": synthetic_queries(1)[0], "top3": [[int(i), texts[int(i)], round(float(s), 4)]
                                                                   for i, s in zip(idx[:3], sc[:3])]}
-
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
-
-    rows = [("triples", f"{args.n:,} (mean {out['mean_chars']} chars)"),
-            ("encode (first pass)", f"{enc:,} encoded in {out['encode']['model_seconds']} s → "
-                                    f"{out['encode']['sentences_per_s']} sentences/s" if enc else "already cached"),
-            ("cold load from cache", f"{out['cold_load']['first_s']} s first, {out['cold_load']['median_s']} s median "
-                                     f"({out['cold_load']['vectors_per_s']:,} vectors/s, {out['cold_load']['matrix_mb']} MB)"),
-            ("top-10, 1 query", f"{out['top10_1_query']['median_ms']} ms median"),
-            ("top-10, batch of 100", f"{out['top10_batch_100']['median_ms']} ms median "
-                                     f"({out['top10_batch_100']['per_query_ms']} ms/query)")]
-    width = max(len(a) for a, _ in rows)
-    print(f"\n{'measure':{width}s}  value\n{'-' * width}  {'-' * 50}")
-    for a, b in rows:
-        print(f"{a:{width}s}  {b}")
-    print(f"\nwrote {args.out}")
+    return out
 
 
-if __name__ == "__main__":
-    main()
+def report(d: dict[str, Any]) -> str:
+    enc = d["encode"]
+    load, one, batch = d["cold_load"], d["top10_1_query"], d["top10_batch_100"]
+    rows = [("triples", f"{d['n']:,} (mean {d['mean_chars']} chars)"),
+            ("encode (first pass)", f"{enc['encoded']:,} encoded in {enc['model_seconds']} s → "
+                                    f"{enc['sentences_per_s']} sentences/s (batch {enc['batch_size']})"
+             if enc["encoded"] else "already cached"),
+            ("cold load from cache", f"{load['first_s']} s first, {load['median_s']} s median of {load['runs']} "
+                                     f"({load['vectors_per_s']:,} vectors/s, {load['matrix_mb']} MB)"),
+            ("top-10, 1 query", f"{one['median_ms']} ms median (min {one['min_ms']}, p90 {one['p90_ms']}; "
+                                f"{one['runs']} runs)"),
+            ("top-10, batch of 100", f"{batch['median_ms']} ms median ({batch['per_query_ms']} ms/query; "
+                                     f"{batch['runs']} runs)")]
+    top = "; ".join(f"{text!r} {score}" for _, text, score in d["example"]["top3"])
+    return "\n".join([
+        "# Embedding cache and cosine top-10 search", "",
+        "`kgqa bench run embed`: synthetic, deterministic \"subject relation object\" triples (invented word lists, "
+        f"no benchmark files) encoded once into `{d['cache_file']}`, then read back by a new `Embedder` "
+        "(cold load: an empty in-process memo) and searched with `cosine_topk` (numpy). "
+        f"{d['cpu_count']} CPUs, torch {d['torch']} ({d['torch_threads']} threads), numpy {d['numpy']}, "
+        f"Python {d['python']}. Raw numbers: `embed.json`.", "",
+        md_table(["measure", "value"], rows), "",
+        f"Example: {d['example']['query']!r} → {top}.", ""])
+
+
+def estimate(opts: SimpleNamespace, previous: dict[str, Any]) -> str:
+    rate = (previous.get("encode") or {}).get("sentences_per_s")
+    cached = os.path.exists(cache_file(opts)) and not opts.fresh
+    encode = (f"≈ {opts.n / rate / 60:.1f} min at the recorded {rate} sentences/s" if rate else "time unknown")
+    return (f"encode up to {opts.n:,} synthetic triples ({encode}"
+            + ("; the cache exists, so only the texts it lacks" if cached else "") + "), then 3 cold loads and "
+            f"{opts.single_runs + opts.batch_runs} top-10 searches (seconds)")
+
+
+TABLE = register(Measurement(
+    name="embed", title="embedding cache and cosine top-10 over ~130k synthetic triples (encode, cold load, search)",
+    data="embed.json", output="embed.md", report=report, measure=measure, estimate=estimate,
+    options=(Option("--n", 130_000, "number of synthetic triples", low=1),
+             Option("--cache", None, "embedding cache file (default: user_cache_dir()/bench/embed_bench.sqlite)"),
+             Option("--fresh", False, "delete the benchmark cache first (re-measure encoding)"),
+             Option("--single-runs", 50, "top-10 searches of 1 query", low=1),
+             Option("--batch-runs", 15, "top-10 searches of a batch of 100 queries", low=1)),
+    requires="the embedding model (`kgqa doctor`)"))

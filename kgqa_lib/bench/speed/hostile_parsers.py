@@ -1,13 +1,12 @@
-"""Throw hostile LLM output at every parser and count what happens.
+"""``hostile_parsers``: hostile LLM output thrown at every parser, and what happens.
 
 Every function that reads LLM output is meant to be total: whatever the text, it returns a value
 with an error category (``Parsed.error``, ``PseudoGraph.error``, ``Decomposition.error``, a status
-string, ...) and never raises. This script feeds each one ``--n`` seeded inputs (random text,
-fragments of chat-template leaks, code fences, broken JSON, Cypher/SPARQL that reads files or the
-network, deep nesting, very long lines, ...) and prints a Markdown table::
-
-    python scripts/hostile_parsers.py            # 2000 inputs per parser, seed 0
-    python scripts/hostile_parsers.py --n 200 --seed 1
+string, ...) and never raises. ``kgqa bench run hostile_parsers [--n 2000] [--seed 0] [--only TEXT]``
+feeds each one ``--n`` seeded inputs (random text, fragments of chat-template leaks, code fences,
+broken JSON, Cypher/SPARQL that reads files or the network, deep nesting, very long lines, ...) and
+counts crashes and error categories, with the slowest input's CPU seconds. Writes
+``results/bench/hostile_parsers.json`` and ``.md``.
 
 No hypothesis here (plain ``random.Random``), so the numbers are reproducible; the property
 tests in ``tests/unit/test_hostile.py`` use the same fragments and parsers with hypothesis.
@@ -15,11 +14,14 @@ tests in ``tests/unit/test_hostile.py`` use the same fragments and parsers with 
 
 from __future__ import annotations
 
-import argparse
 import random
 import time
 from collections import Counter
-from typing import Callable
+from types import SimpleNamespace
+from typing import Any, Callable
+
+from ..measure import Measurement, Option, register
+from .timing import progress
 
 # ---------------------------------------------------------------------------------------------
 # Hostile text
@@ -211,10 +213,13 @@ PARSERS: dict[str, Callable[[str], str | None]] = {
 }
 
 
-def run(n: int = 2000, seed: int = 0, parsers: dict[str, Callable] | None = None) -> list[dict]:
-    """For each parser: inputs tried, crashes (with the first few), error categories, slowest input."""
+def run(n: int = 2000, seed: int = 0, parsers: dict[str, Callable] | None = None, bar: bool = False) -> list[dict]:
+    """For each parser: inputs tried, crashes (with the first few), error categories, slowest input
+    (CPU seconds: the machine may be busy); ``bar``: a progress bar over all inputs."""
+    parsers = parsers or PARSERS
+    ticks = progress(range(n * len(parsers)), "hostile inputs", unit="input") if bar else None
     rows = []
-    for name, fn in (parsers or PARSERS).items():
+    for name, fn in parsers.items():
         rng = random.Random(f"{seed}:{name}")
         cats: Counter = Counter()
         crashes: list[tuple[str, str]] = []
@@ -229,8 +234,12 @@ def run(n: int = 2000, seed: int = 0, parsers: dict[str, Callable] | None = None
                 if len(crashes) < 3:
                     crashes.append((f"{type(exc).__name__}: {str(exc)[:80]}", text[:80]))
             slowest = max(slowest, time.process_time() - t0)
+            if ticks is not None:
+                ticks.update()
         rows.append({"parser": name, "inputs": n, "crashes": cats.pop("CRASH", 0), "categories": dict(cats.most_common()),
                      "examples": crashes, "slowest_s": slowest})
+    if ticks is not None:
+        ticks.close()
     return rows
 
 
@@ -245,21 +254,43 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=2000, help="inputs per parser (default 2000)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", default="", help="run only parsers whose name contains this")
-    args = ap.parse_args(argv)
-    try:  # a runaway parser becomes a counted MemoryError, not a swapping machine
-        import resource
+def measure(opts: SimpleNamespace, previous: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run` over the parsers whose name contains ``--only``, under a memory cap."""
+    if opts.max_memory_gb:
+        try:  # a runaway parser becomes a counted MemoryError, not a swapping machine
+            import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-    except (ImportError, ValueError, OSError):
-        pass
-    chosen = {k: v for k, v in PARSERS.items() if args.only in k}
-    print(markdown(run(args.n, args.seed, chosen)))
+            cap = int(opts.max_memory_gb * (1 << 30))
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        except (ImportError, ValueError, OSError):
+            pass
+    chosen = {k: v for k, v in PARSERS.items() if opts.only in k}
+    return {"n": opts.n, "seed": opts.seed, "only": opts.only, "rows": run(opts.n, opts.seed, chosen, bar=True)}
 
 
-if __name__ == "__main__":
-    main()
+def report(d: dict[str, Any]) -> str:
+    only = f", parsers whose name contains {d['only']!r}" if d["only"] else ""
+    return "\n".join([
+        "# Hostile LLM output against every parser", "",
+        f"`kgqa bench run hostile_parsers`: {d['n']} seeded inputs per parser (seed {d['seed']}{only}): random text, "
+        "fragments of chat-template leaks, code fences, broken JSON, Cypher/SPARQL that reads files or the network, "
+        "deep nesting, very long lines. A crash is an exception out of the parser (each should return an error "
+        "category instead); the slowest input is in CPU seconds. Raw numbers: `hostile_parsers.json`.", "",
+        markdown(d["rows"]), "",
+        f"Crashes: **{sum(r['crashes'] for r in d['rows'])}**.", ""])
+
+
+def estimate(opts: SimpleNamespace, previous: dict[str, Any]) -> str:
+    chosen = [k for k in PARSERS if opts.only in k]
+    return (f"{opts.n:,} seeded inputs × {len(chosen)} parsers = {opts.n * len(chosen):,} parser calls "
+            "(CPU-bound, one core; no recorded run to time it)")
+
+
+TABLE = register(Measurement(
+    name="hostile_parsers", title="hostile LLM output thrown at every parser: crashes, error categories, slowest input",
+    data="hostile_parsers.json", output="hostile_parsers.md", report=report, measure=measure, estimate=estimate,
+    options=(Option("--n", 2000, "inputs per parser", low=1),
+             Option("--seed", 0, "seed of the inputs"),
+             Option("--only", "", "only parsers whose name contains this"),
+             Option("--max-memory-gb", 4.0, "cap the process's address space (0: no cap)", low=0)),
+    target="no parser raises (0 crashes)", verdict=lambda d: not any(r["crashes"] for r in d["rows"])))

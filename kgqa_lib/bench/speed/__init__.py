@@ -1,0 +1,14 @@
+"""The speed benchmarks: measurement tables (:mod:`..measure`) of this machine, one module each.
+
+- :mod:`.embed` — the embedding cache and cosine top-10 over ~130k synthetic triples;
+- :mod:`.foundation` — the MetaQA KB in the embedded KG (load, SPARQL, paths, lookup) and its embeddings;
+- :mod:`.scaleout` — concurrent questions, SPARQL servers vs the embedded KG, the MetaQA KB on disk;
+- :mod:`.distributed` — a sharded ``kgqa run`` on a Dask LocalCluster;
+- :mod:`.hostile_queries` — hostile SPARQL on both backends (network calls, mutations, timeouts);
+- :mod:`.hostile_parsers` — hostile LLM output thrown at every parser (crashes, error categories).
+
+``kgqa bench list`` shows them with their options; ``kgqa bench run NAME [--option VALUE …]``
+measures (an estimate first, ``--yes`` to run), writes ``results/bench/NAME.json`` and the report
+beside it; ``kgqa bench report --check`` regenerates each report from its committed JSON."""
+
+from . import distributed, embed, foundation, hostile_parsers, hostile_queries, scaleout  # noqa: F401  (register)

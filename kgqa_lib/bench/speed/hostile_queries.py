@@ -1,0 +1,177 @@
+"""``hostile_queries``: hostile SPARQL against both backends — accepted or rejected, network calls,
+mutations, wall time.
+
+Issue 18's acceptance: the hostile-query set (the SERVICE-in-comment bypass, DEFINE, LOAD,
+INSERT/DELETE, a 3000-deep nesting, a cross product that would run for minutes, ``LIMIT 50000000``)
+gives 0 network calls, 0 mutations, and every query ends within its timeout + 1 s::
+
+    kgqa bench run hostile_queries            # writes results/bench/hostile_queries.json and .md
+    kgqa bench run hostile_queries --timeout 2 --no-remote
+
+Backends: the embedded mini-world (Wikidata-like, ~10k triples; queries run in a killable worker
+process) and, unless ``--no-remote``, the same KG behind the project's Oxigraph server on
+127.0.0.1 (``kgqa_lib.servers``, given by the caller: the app layer). A TCP listener on 127.0.0.1
+(``servers.Listener``) stands for "the network": a SERVICE query names it, and every connection it
+receives is counted.
+Mutations: the number of triples and a hash of the embedded store before/after; ``COUNT(*)`` on the
+endpoint. ``cpu after`` is the CPU time this process used in the second after the query returned
+(a leaked query thread shows up there)."""
+
+from __future__ import annotations
+
+import os
+import time
+from types import ModuleType, SimpleNamespace
+from typing import Any, Callable
+
+from ...paths import data_dir
+from ..measure import Measurement, Option, register
+
+
+def hostile(port: int) -> list[tuple[str, str]]:
+    """(label, query) of every hostile query; the SERVICE ones name the listener at ``port``."""
+    svc = f"http://127.0.0.1:{port}/sparql"
+    return [
+        ("SERVICE hidden by a ''' comment (the bypass)",
+         f"SELECT ?s ?o WHERE {{\n  ?s ?p ?o . # see '''\n  SERVICE <{svc}> {{ ?x ?y ?z }}\n  # '''\n}} LIMIT 5"),
+        ("SERVICE in FILTER EXISTS", f"SELECT * WHERE {{ ?s ?p ?o FILTER EXISTS {{ SERVICE <{svc}> {{ ?s ?p ?o }} }} }}"),
+        ("SERVICE after 1. (lexer trick)", f"SELECT * WHERE {{ ?s ?p 1.SERVICE <{svc}> {{ ?a ?b ?c }} }}"),
+        ("SERVICE after a CR-ended comment", f"SELECT * WHERE {{ ?s ?p ?o # c\rSERVICE <{svc}> {{ ?a ?b ?c }} }}"),
+        ("DEFINE pragma", "DEFINE input:inference 'urn:rules' SELECT * WHERE { ?s ?p ?o }"),
+        ("DEFINE hidden by a ''' comment", "# '''\nDEFINE sql:log-enable 3\n# '''\nSELECT * WHERE { ?s ?p ?o }"),
+        ("LOAD", f"LOAD <{svc}/data.ttl>"),
+        ("INSERT DATA", "INSERT DATA { <http://a> <http://b> <http://c> }"),
+        ("INSERT hidden by a ''' comment",
+         "SELECT * WHERE { ?s ?p ?o } # '''\nINSERT DATA { <http://a> <http://b> <http://c> }\n# '''"),
+        ("DELETE WHERE", "DELETE WHERE { ?s ?p ?o }"),
+        ("DELETE/INSERT WHERE", "DELETE { ?s ?p ?o } INSERT { ?s ?p 1 } WHERE { ?s ?p ?o }"),
+        ("CLEAR ALL", "CLEAR ALL"),
+        ("3000-deep nesting", "SELECT * WHERE " + "{" * 3000 + "?s ?p ?o" + "}" * 3000),
+        ("3000-deep nesting, unclosed", "SELECT * WHERE " + "{" * 3000),
+        ("cross product (minutes)", "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"),
+        ("LIMIT 50000000", "SELECT ?a ?c WHERE { ?a ?p ?b . ?c ?q ?d } LIMIT 50000000"),
+        ("ORDER BY … LIMIT 50000000", "SELECT ?a ?c WHERE { ?a ?p ?b . ?c ?q ?d } ORDER BY ?a ?c LIMIT 50000000"),
+    ]
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def fingerprint_embedded(kg) -> tuple[int, int]:
+    quads = sorted(str(q) for q in kg.store)
+    return len(quads), hash(tuple(quads))
+
+
+def run_one(kg, query: str, timeout: float, max_rows: int) -> tuple[str, float, float, str]:
+    """(verdict, wall seconds, CPU seconds of the second after, detail) of one query."""
+    from ...kg.graph import QueryRejected, QueryTimeout
+
+    t = time.perf_counter()
+    try:
+        res = kg.sparql(query, timeout=timeout, max_rows=max_rows)
+        outcome, detail = "accepted", f"{len(res.rows)} rows" + (" (capped)" if res.truncated else "")
+    except QueryTimeout:
+        outcome, detail = "accepted", "timeout: stopped"
+    except QueryRejected as exc:
+        outcome, detail = "rejected", str(exc)[:70]
+    wall = time.perf_counter() - t
+    c0 = _cpu()
+    time.sleep(1.0)
+    return outcome, wall, _cpu() - c0, detail
+
+
+def probe(kg, backend: str, listener: Any, timeout: float, max_rows: int, mutations: Callable[[], Any],
+          sent: Callable[[], int] | None = None) -> list[dict[str, Any]]:
+    """Every hostile query once on ``kg``: one row of measurements each."""
+    rows = []
+    kg.sparql("ASK { ?s ?p ?o }")  # warm: the worker / the HTTP session
+    for label, query in hostile(listener.port):
+        before_net, before_mut = listener.count, mutations()
+        before_sent = sent() if sent else 0
+        outcome, wall, cpu_after, detail = run_one(kg, query, timeout, max_rows)
+        time.sleep(0.2)
+        row = {"query": label, "verdict": outcome, "network_calls": listener.count - before_net}
+        if sent:  # before the mutation check sends its own query
+            row["requests_sent"] = sent() - before_sent
+        row.update(mutated=mutations() != before_mut, wall_s=round(wall, 3), cpu_after_s=round(cpu_after, 3),
+                   detail=detail)
+        row["ok"] = wall <= timeout + 1.0 and row["network_calls"] == 0 and not row["mutated"]
+        rows.append(row)
+        print(f"  {backend}: {label}: {outcome}, {wall:.2f} s, {'ok' if row['ok'] else 'NOT OK'}", flush=True)
+    return rows
+
+
+def measure(opts: SimpleNamespace, previous: dict[str, Any], servers: ModuleType) -> dict[str, Any]:
+    """Both backends (the server unless ``--no-remote``); ``servers`` is :mod:`kgqa_lib.servers`."""
+    from ...kg.sources import load_named
+
+    listener = servers.Listener()
+    kg = load_named("miniworld:wikidata")
+    out: dict[str, Any] = {"timeout_s": opts.timeout, "max_rows": opts.max_rows, "backends": {}}
+    try:
+        out["backends"]["embedded"] = probe(kg, "embedded", listener, opts.timeout, opts.max_rows,
+                                            lambda: fingerprint_embedded(kg))
+        if not opts.no_remote:
+            from ...kg.remote import open_sparql_kg
+
+            files = [data_dir() / "miniworld" / "kg_wikidata.nt", data_dir() / "miniworld" / "ontology.nt"]
+            with servers.OxigraphServer(files) as srv:
+                remote = open_sparql_kg(srv.kg_url("miniworld:wikidata"), cache=False)
+                remote.retries = 2
+
+                def count() -> str:
+                    return remote._select("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }").rows[0]["n"]
+
+                out["backends"]["oxigraph server"] = probe(remote, "oxigraph server", listener, opts.timeout,
+                                                           opts.max_rows, count, sent=lambda: remote.stats["sent"])
+    finally:
+        listener.close()
+    return out
+
+
+def all_ok(d: dict[str, Any]) -> bool:
+    return all(r["ok"] for rows in d["backends"].values() for r in rows)
+
+
+def report(d: dict[str, Any]) -> str:
+    timeout = d["timeout_s"]
+    lines = [
+        "# Hostile SPARQL queries (issue 18, items 7-8)",
+        "",
+        "Written by `kgqa bench run hostile_queries` (timeout "
+        f"{timeout:.0f} s, row cap {d['max_rows']}). Network calls: connections to a listener on 127.0.0.1 "
+        "that the SERVICE queries name. Mutations: triples + hash of the embedded store, `COUNT(*)` on the endpoint. "
+        "`cpu after`: CPU this process used in the second after the query returned. On the endpoint, a "
+        "timed-out query is not retried and its LIMIT is capped at the row cap + 1; Oxigraph's server takes "
+        "no per-query timeout parameter (only `--timeout-s` at start), so it may still finish a timed-out "
+        "query server-side.",
+    ]
+    for backend, rows in d["backends"].items():
+        sent = bool(rows) and "requests_sent" in rows[0]
+        lines += ["", "| backend | query | verdict | network calls | mutations | " + ("requests sent | " if sent else "")
+                  + "wall s / timeout | cpu after (s) | within timeout + 1 s, 0 calls, 0 mutations | detail |",
+                  "|" + "---|" * (10 if sent else 9)]
+        lines += [f"| {backend} | {r['query']} | {r['verdict']} | {r['network_calls']} | "
+                  f"{'CHANGED' if r['mutated'] else '0'}" + (f" | {r['requests_sent']}" if sent else "")
+                  + f" | {r['wall_s']:.2f} / {timeout:.0f} | {r['cpu_after_s']:.2f} | "
+                  f"{'yes' if r['ok'] else '**NO**'} | {r['detail'].replace('|', '/')} |" for r in rows]
+    lines += ["", f"All within timeout + 1 s with 0 network calls and 0 mutations: **{'yes' if all_ok(d) else 'NO'}**", ""]
+    return "\n".join(lines)
+
+
+def estimate(opts: SimpleNamespace, previous: dict[str, Any]) -> str:
+    n, backends = len(hostile(0)), 1 if opts.no_remote else 2
+    return (f"{n} hostile queries on {backends} backend{'s' if backends > 1 else ''}, each ≤ {opts.timeout:g} s + "
+            f"1.2 s of watching: ≤ {n * backends * (opts.timeout + 1.2) / 60:.1f} min (most are rejected at once)")
+
+
+TABLE = register(Measurement(
+    name="hostile_queries", title="hostile SPARQL (SERVICE, DEFINE, updates, deep nesting, huge joins) on both backends",
+    data="hostile_queries.json", output="hostile_queries.md", report=report, measure=measure, estimate=estimate,
+    options=(Option("--timeout", 3.0, "seconds per query", low=0.1),
+             Option("--max-rows", 100, "row cap", low=1),
+             Option("--no-remote", False, "only the embedded backend (no Oxigraph server)")),
+    target="every query within its timeout + 1 s, 0 network calls, 0 mutations", verdict=all_ok,
+    needs=("servers",), requires="the `oxigraph` binary (PyPI package) unless --no-remote"))
