@@ -170,10 +170,10 @@ def _coerce(value: Any, tp: Any) -> Any:
         choices = typing.get_args(tp)
         if isinstance(value, str):
             value = value.strip()
-            if value not in choices and isinstance(_literal(value), str):
-                value = _literal(value)  # a quoted string: "'chain'"
-        if value in choices:
-            return value
+            if value not in choices and (isinstance(_literal(value), str) or _literal(value) in choices):
+                value = _literal(value)  # a quoted string: "'chain'"; a number of int choices: "3"
+        if value in choices and not isinstance(value, bool) and type(value) in {type(c) for c in choices}:
+            return next(c for c in choices if c == value)
         raise _Bad
     if tp is bool:
         if isinstance(value, bool):

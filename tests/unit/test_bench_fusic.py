@@ -20,9 +20,12 @@ def _args(cell):
 
 def test_cells_in_priority_order_with_the_paper_named():
     names = [c.name for c in B.CELLS]
-    assert names[:7] == ["metaqa1.fs_dense", "metaqa2.fs_dense", "metaqa3.fs_dense", "metaqa1.zs_dense",
-                         "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
-    assert names[7:11] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
+    assert names[:10] == ["metaqa1.fs_dense", "metaqa2.fs_dense", "metaqa3.fs_dense",
+                          # the path-depth deviation right after, paired with those (3-hop first: it needs it)
+                          "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
+                          "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
+    assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
+    assert len(names) == 43 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
     assert names[-4:] == ["metaqa1.kbbinder_fs", "metaqa2.kbbinder_fs", "metaqa3.kbbinder_fs", "gtech.kbbinder_fs"]
     assert len(set(names)) == len(names)
     assert set(B.PAPER) == set(B.CONFIGS) == set(B.RETRIEVER_NOTE)
@@ -52,6 +55,8 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         assert settings[f"{p}.fs_naive"] == {**full, "retrievers": "none"}
         assert settings[f"{p}.fs_both"] == {**full, "retrievers": "bm25,dense"}
         assert settings[f"{p}.kbbinder_fs"] == {"task": full["task"], "shots": 5}
+        if p.startswith("metaqa"):  # the deviation changes the path depth only
+            assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
 
 
 def test_planned_sizes_are_the_datasets(data_dir_or_skip):
@@ -169,8 +174,9 @@ def test_f1_after_rounds_error_rates_and_funnel():
     rows = {(x["retriever"], x["aspect"]): x for x in B.error_rates(both)}
     assert rows["all retrievers", "path"]["before"] == 0.0 and rows["all retrievers", "path"]["after"] is None
     f = B.funnel(recs)
-    assert f == {"n": 3, "analysed": 3, "topic linked": 2, "gold path of ≤ 2 relations": 2, "gold path in top K": 2,
+    assert f == {"n": 3, "analysed": 3, "topic linked": 2, "gold path short enough": 2, "gold path in top K": 2,
                  "gold path in prompt": 1, "query answered": 2, "F1 = 1": 1}
+    assert B.funnel(recs, 3)["gold path short enough"] == 3  # max_path_hops=3: the 3-hop gold path is a candidate
 
 
 def test_report_from_records_and_not_run_yet():
@@ -185,3 +191,23 @@ def test_report_from_records_and_not_run_yet():
     assert "70.8 (Table 2, few-shot, FuSIC-KBQA(T))" in text and "64.3 (Table 3, few-shot, w/o SPARQL)" in text
     assert f"| metaqa1.fs_dense | 10 | {' | '.join(f'{100 * v:.1f}' for v in B.f1_after_rounds(full))} |" in text
     assert "| metaqa1.fs_dense | dense | path | 10 | 0.0 | 0.0 | 50.0 |" in text
+
+
+def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
+    two = [_fake(f"q{i}", 0.0, 2, [_ret("dense", "path", False, False, False)], hops=3) for i in range(10)]
+    three = [_fake(f"q{i}", 1.0 if i < 6 else 0.0, 1, [_ret("dense", "path", i < 8, i < 7, i < 6)], hops=3)
+             for i in range(10)]
+    have = {"metaqa3.fs_dense": two, "metaqa3.fs_dense_paths3": three}
+    text = B.report(lambda cell: have.get(cell, []))
+    section = text.split("## Candidate path depth")[1].split("\n## ")[0]
+    row = next(x for x in section.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 3-hop"))
+    cells = [x.strip() for x in row.split("|")[1:-1]]
+    assert cells[1] == "10 / 10" and cells[2].startswith("0.0 [") and cells[3].startswith("60.0 [")
+    assert cells[4].startswith("+60.0") and cells[4].endswith("(n=10)")
+    assert cells[5] == "0/10 / 8/10" and cells[6] == "0/10 / 6/10" and cells[7] == "4.00 / 3.00"
+    assert cells[9] == "70.8 (Table 2, few-shot, FuSIC-KBQA(T))" and "appendix A.1.1" in section
+    assert section.count("not run yet") == 4  # the 1- and 2-hop pairs, both ways
+    # the goal lists both configurations; the funnel counts the 3-hop path as a candidate only at depth 3
+    assert "- FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2):" in text
+    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
+    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text

@@ -6,7 +6,8 @@ Stages, one module and one function each (the notebooks show them cell by cell):
    by popularity (degree) and the similarity of the entity's description to the question. The
    ``oracle`` switch takes the dataset's gold topic entities instead (for analysis).
 2. :mod:`.candidates` :func:`enumerate_candidates` — the KB elements around the linked entities: relation paths up to
-   two hops (unlabelled CVT/statement nodes are walked through without counting a hop), each
+   two hops (the paper's; the setting ``max_path_hops=3`` adds 3-hop paths; unlabelled CVT/statement nodes are
+   walked through without counting a hop), each
    written as a SPARQL pattern; the relations seen; the classes of the entities the paths reach.
 3. :mod:`.retrieval` :func:`retrieve` — each retriever (BM25; a bi-encoder trained on the *source* domain, see
    :mod:`kgqa_lib.embed.retrieval`) ranks every aspect; the top K per aspect are kept.
@@ -132,6 +133,7 @@ from .execution import (  # noqa: F401
     egf_loop,
     execute_query,
     feedback_message,
+    feedback_turn,
 )
 from .pipeline import (  # noqa: F401
     calls_by_stage,

@@ -1,9 +1,10 @@
-"""Stage 2 — candidate KB elements around the linked entities: relation paths (≤ 2 hops, CVT /
-statement nodes walked through), the relations on them and the classes they reach."""
+"""Stage 2 — candidate KB elements around the linked entities: relation paths (≤ 2 hops as the
+paper's TIARA, or 3 with the setting ``max_path_hops``; CVT / statement nodes walked through), the
+relations on them and the classes they reach."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -80,31 +81,52 @@ def _steps(kg, node: str, type_iri: str | None, limit: int) -> list[tuple[Hop, s
     return out
 
 
-def _walk(kg, seed: str, type_iri: str | None, max_hops: int = 2, fanout: int = 300) -> dict[tuple[Hop, ...], list[str]]:
-    """Relation paths from ``seed`` → the nodes they reach (seed excluded). A step into an
-    unlabelled node continues through it without counting as a hop (CVTs, statements)."""
+# Bounds of the walk. FANOUT: triples read around one node (both directions). MAX_WALK_PATHS: no node is
+# queued once this many relation paths are known. REACHED: nodes kept per path (examples, types).
+# THIRD_HOP_SAMPLE: from the third hop on (``max_path_hops=3``), only the first this many nodes a 2-hop
+# path reaches are walked on — relation paths are sequences of relations, and a sample of a path's nodes
+# shows which relations leave them (MetaQA: a 2-hop path reaches up to thousands of films; each has the
+# same few relations). Hops 1 and 2 are walked exactly as with max_path_hops=2, so a depth-3 candidate
+# set is the depth-2 one plus 3-hop paths.
+FANOUT, MAX_WALK_PATHS, REACHED, THIRD_HOP_SAMPLE = 300, 2000, 50, 50
+
+
+def _walk(kg, seed: str, type_iri: str | None, max_hops: int = 2, fanout: int = FANOUT,
+          third_hop_sample: int = THIRD_HOP_SAMPLE) -> dict[tuple[Hop, ...], list[str]]:
+    """Relation paths of up to ``max_hops`` relations from ``seed`` → the nodes they reach (seed
+    excluded). A step into an unlabelled node continues through it without counting as a hop (CVTs,
+    statements). Breadth first: every 1-hop path is found before any 2-hop one, and so on."""
     paths: dict[tuple[Hop, ...], list[str]] = {}
-    frontier = [((), seed, 0)]
-    visited_pairs = 0
+    frontier = deque([((), seed, 0)])
+    queued: Counter = Counter()  # nodes queued per path, from the second hop on (the sample's bound)
     while frontier:
-        path, node, hops = frontier.pop(0)
+        path, node, hops = frontier.popleft()
         for hop, nb, literal in _steps(kg, node, type_iri, fanout):
-            visited_pairs += 1
             if nb == seed or nb == node:
                 continue  # back to the start (siblings via the same relation are kept: "other films by …")
             new = path + (hop,)
-            if len(new) > 4:
+            if len(new) > max_hops + 2:  # at most two CVT steps on a path
                 continue
             if not literal and _is_cvt(kg, nb):
-                if hops < max_hops:
+                if hops < max_hops and _sampled(queued, new, hops, third_hop_sample):
                     frontier.append((new, nb, hops))  # walk through, no hop counted
                 continue
             reached = paths.setdefault(new, [])
-            if len(reached) < 50:
+            if len(reached) < REACHED:
                 reached.append(nb)
-            if hops + 1 < max_hops and not literal and len(paths) < 2000:
+            if hops + 1 < max_hops and not literal and len(paths) < MAX_WALK_PATHS \
+                    and _sampled(queued, new, hops + 1, third_hop_sample):
                 frontier.append((new, nb, hops + 1))
     return paths
+
+
+def _sampled(queued: Counter, path: tuple, hops: int, sample: int) -> bool:
+    """Whether a node ``hops`` relations out on ``path`` may still be walked on: always before the
+    second hop (so hops 1–2 are as the paper's 2-hop enumeration), then the first ``sample`` per path."""
+    if hops < 2:
+        return True
+    queued[path] += 1
+    return queued[path] <= sample
 
 
 def path_pattern(seed_q: str, hops: Sequence[Hop], profile: SchemaProfile, target: str = "?x") -> str:
@@ -125,8 +147,9 @@ def _rel_text(kg, rel: str, inverse: bool) -> str:
 
 def enumerate_candidates(kg, linking: Linking, profile: SchemaProfile, *, max_hops: int = 2,
                          max_paths: int = 400) -> Candidates:
-    """Every relation path (≤ 2 hops) from each linked entity, the relations on them, and the
-    classes of the entities they reach."""
+    """Every relation path of up to ``max_hops`` relations (the setting ``max_path_hops``; 2 = the
+    paper) from each linked entity — at most ``max_paths`` per entity, shorter and wider-reaching
+    first — the relations on them, and the classes of the entities they reach."""
     type_iri = _type_iri(profile)
     paths: list[Candidate] = []
     rel_count: Counter = Counter()

@@ -229,7 +229,13 @@ def egf_loop(messages: list[dict[str, str]], kg, profile: SchemaProfile, ctx: Co
         attempts.append(Attempt(rnd, text, ex, time.perf_counter() - t0))
         if ex.ok:
             break
-        repeated = any(a.execution.query.strip() == ex.query.strip() for a in attempts[:-1]) and ex.query.strip()
-        note = "You wrote the same query as before. " if repeated else ""
-        dialogue += [{"role": "assistant", "content": text}, {"role": "user", "content": note + feedback_message(ex, language)}]
+        dialogue += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback_turn(attempts, language)}]
     return attempts
+
+
+def feedback_turn(attempts: Sequence[Attempt], language: str) -> str:
+    """The feedback the LLM is sent after the last of ``attempts`` failed (appendix A.1.4: what went
+    wrong, then "write a corrected query"), prefixed by a note when it repeats an earlier query."""
+    ex = attempts[-1].execution
+    repeated = any(a.execution.query.strip() == ex.query.strip() for a in attempts[:-1]) and ex.query.strip()
+    return ("You wrote the same query as before. " if repeated else "") + feedback_message(ex, language)

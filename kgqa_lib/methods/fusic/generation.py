@@ -107,15 +107,17 @@ def extract_query(text: str, language: str = "sparql") -> tuple[str, str | None]
 # ---------------------------------------------------------------------------------------------
 def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers: Sequence[Any], n: int = 5,
                   k_sizes: dict[str, int] | None = None, embedder=None, *, show_values: bool = False,
-                  naive: bool = False) -> list[Exemplar]:
+                  naive: bool = False, max_hops: int = 2) -> list[Exemplar]:
     """The n exemplars closest to the question (the paper's 5, sec. 4.1 and appendix A.1.3): from
     the target's few shots, or (zero-shot) from the source domain. Each carries its own retrieved
     context (retriever top-k, no LLM), written as the question's is (``show_values``); ``naive``:
-    question and logical form only."""
+    question and logical form only. ``max_hops``: the exemplars' candidate paths, as the question's
+    (the setting ``max_path_hops``)."""
     if shots:
-        dom, pool = task.target, prepared_domain(task.target.name, tuple(x.qid for x in task.pool[:shots]))
+        dom, pool = task.target, prepared_domain(task.target.name, tuple(x.qid for x in task.pool[:shots]),
+                                                 max_hops=max_hops)
     else:
-        dom, pool = task.source, prepared_domain(task.source.name)
+        dom, pool = task.source, prepared_domain(task.source.name, max_hops=max_hops)
     pool = [p for p in pool if p.gold is not None and (language == "sparql" or p.gold.sexpr(dom.profile))]
     if not pool or n <= 0:
         return []

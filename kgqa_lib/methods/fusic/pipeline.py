@@ -66,7 +66,8 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
     sizes = context_sizes(len(retrievers), st.context_size)
     contexts: list[Reranked] = []
     if retrievers:
-        cands = tr.record("enumerate_candidates", enumerate_candidates, kg, linking, dom.profile)
+        cands = tr.record("enumerate_candidates", enumerate_candidates, kg, linking, dom.profile,
+                          max_hops=st.max_path_hops)
         retrieved = tr.record("retrieve", retrieve, q.question, cands, retrievers, s["K"])
         if s["rerank"]:  # re-rank to a fixed k (shared by every configuration), then cut to the context size
             keep = rerank_sizes(st.context_size)
@@ -77,7 +78,8 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
         contexts = trim(ranked, sizes)
     context = context_block(linking, contexts, dom.profile, show_values=st.show_path_values)
     shots = tr.record("exemplars", exemplars_for, q, task, s["shots"], s["language"], retrievers, s["exemplars"],
-                      sizes, embedder, show_values=st.show_path_values, naive=naive and not st.naive_entities)
+                      sizes, embedder, show_values=st.show_path_values, naive=naive and not st.naive_entities,
+                      max_hops=st.max_path_hops)
     messages = build_messages(q.question, context, shots, s["language"], dom.profile,
                               naive=naive and not st.naive_entities)
     entities = linking.entities if linking is not None else []

@@ -60,7 +60,7 @@ def _gold_candidates(cands: Candidates, gold: Gold) -> dict[str, set[int]]:
 def answer_types(domain: Domain, gold: Gold, kg=None) -> list[str]:
     """Classes of the entities the gold path reaches."""
     tp = _type_iri(domain.profile)
-    kg = kg or domain.kg
+    kg = kg if kg is not None else domain.kg  # (not `kg or …`: a KG's len() counts every triple)
     if not tp or not gold.hops:
         return []
     reached = _follow(kg, gold.topics[0], gold.hops)
@@ -81,13 +81,14 @@ class Prepared:
     gold: Gold | None
 
 
-def prepare(q: Question, domain: Domain, embedder=None, oracle: bool = False) -> Prepared:
+def prepare(q: Question, domain: Domain, embedder=None, oracle: bool = False, max_hops: int = 2) -> Prepared:
+    """Link ``q`` and enumerate its candidates (paths of up to ``max_hops`` relations)."""
     kg = domain.kg_for(q)
     gold = domain.gold(q)
     if gold is not None:
         gold.types = gold.types or answer_types(domain, gold, kg)
     linking = link_entities(q, kg, embedder, oracle=oracle, topic_iris=gold.topics if (oracle and gold) else ())
-    return Prepared(q, linking, enumerate_candidates(kg, linking, domain.profile), gold)
+    return Prepared(q, linking, enumerate_candidates(kg, linking, domain.profile, max_hops=max_hops), gold)
 
 
 def training_examples(prepared: Sequence[Prepared], negatives: int = 8, seed: int = 0) -> list:
@@ -109,12 +110,19 @@ def training_examples(prepared: Sequence[Prepared], negatives: int = 8, seed: in
     return out
 
 
+def prepared_domain(spec: str, qids: tuple[str, ...] | None = None, oracle: bool = True,
+                    max_hops: int = 2) -> list[Prepared]:
+    """Source/pool questions prepared with oracle linking (training needs the gold entity). The
+    retrievers are trained on 2-hop candidates (the paper's); ``max_hops`` 3: the exemplars' context
+    with the setting ``max_path_hops=3``. Cached per value, however the arguments are passed."""
+    return _prepared_domain(spec, qids, oracle, max_hops)
+
+
 @lru_cache(maxsize=16)
-def prepared_domain(spec: str, qids: tuple[str, ...] | None = None, oracle: bool = True) -> list[Prepared]:
-    """Source/pool questions prepared with oracle linking (training needs the gold entity)."""
+def _prepared_domain(spec: str, qids: tuple[str, ...] | None, oracle: bool, max_hops: int) -> list[Prepared]:
     dom = load_domain(spec)
     qs = [q for q in dom.questions if qids is None or q.qid in qids]
-    return [prepare(q, dom, oracle=oracle) for q in qs]
+    return [prepare(q, dom, oracle=oracle, max_hops=max_hops) for q in qs]
 
 
 # ---------------------------------------------------------------------------------------------

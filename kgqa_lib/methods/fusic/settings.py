@@ -37,6 +37,11 @@ class FuSICSettings(Settings):
     dense_training: Literal["finetune", "head"] = setting(
         "finetune", "how the dense retriever is trained on the source (and target shots): finetune = the whole MiniLM "
                     "(minutes); head = a linear map over frozen MiniLM embeddings (issue 20 §5, not yet the default)")
+    max_path_hops: Literal[1, 2, 3] = setting(
+        2, "relations on a candidate path (unlabelled CVT/statement nodes walked through uncounted): 2 = the paper "
+           "(TIARA enumerates 2-hop paths, appendix A.1.1); 3 reaches MetaQA's 3-hop answers (the walk's third hop "
+           "expands a sample of each 2-hop path's nodes, candidates.THIRD_HOP_SAMPLE); the question's and its "
+           "exemplars' candidates, not the dense retriever's training data (trained on 2-hop candidates either way)")
     naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
                                           "(the no-retrieval configuration before issue 20)")
 
