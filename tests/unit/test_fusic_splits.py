@@ -44,7 +44,7 @@ def _seen_by_consumers(monkeypatch, tmp_path, name: str, shots: int) -> dict[str
     read: dict[str, set[tuple[str, str]]] = {}
     who = ["training"]
 
-    def prepared(spec, qids=None, oracle=True):
+    def prepared(spec, qids=None, oracle=True, max_hops=2):
         qs = [q for q in F.load_domain(spec).questions if qids is None or q.qid in qids]
         read.setdefault(who[0], set()).update(_key(q) for q in qs)
         return []
