@@ -9,7 +9,7 @@ regenerated from."""
 from .core import (TABLES, Cell, Records, Table, cell_status, check, estimate, format_estimate, get_table, register,
                    render, restore, run, runs_dir, save, status_table, tables, write_report)
 from . import baselines, fusic, keqing, keqing_grailqa, pgakv  # noqa: E402,F401  (register their tables)
-from . import measure, speed  # noqa: E402,F401  (the measurement tables)
+from . import fusic_paths, measure, speed  # noqa: E402,F401  (the measurement tables)
 from .measure import MEASUREMENTS, Measurement, lookup  # noqa: E402
 
 __all__ = ["MEASUREMENTS", "TABLES", "Cell", "Measurement", "Records", "Table", "cell_status", "check", "estimate",

@@ -329,7 +329,7 @@ def depth_section(rec) -> list[str]:
              "the deviation enumerates up to 3 relations for the question and its exemplars. Paired over the same "
              "questions; the gain is ≤ 3 minus ≤ 2 (points, bootstrap 95% CI). The same without the LLM (gold path "
              "among the candidates and in each retriever's own top 3/5/10, enumeration seconds): "
-             "`scripts/fusic_path_depth.py` → results/bench/fusic_path_depth.md.", "",
+             "`kgqa bench run fusic_path_depth` → results/bench/fusic_path_depth.md.", "",
              "| pair | n (≤ 2 / ≤ 3) | F1 paths ≤ 2 | F1 paths ≤ 3 | ≤ 3 − ≤ 2 (paired) | gold path in top K (≤ 2 / ≤ 3) "
              "| gold path in prompt (≤ 2 / ≤ 3) | LLM calls/q (≤ 2 / ≤ 3) | s/q retrieval (≤ 2 / ≤ 3) | paper |",
              "|---|---|---|---|---|---|---|---|---|---|"]

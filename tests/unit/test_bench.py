@@ -38,7 +38,8 @@ def test_every_committed_report_regenerates_byte_identically_without_the_data(mo
         if m.data_path.exists() or m.output_path.exists():
             assert bench.measure.check(m) is None, bench.measure.check(m)
             checked.append(m.name)
-    assert {"pgakv_t2", "keqing_metaqa", "embed", "foundation", "scaleout", "distributed", "hostile_queries"} <= set(checked)
+    assert {"pgakv_t2", "pgakv_test", "keqing_metaqa", "embed", "foundation", "scaleout", "distributed", "hostile_queries",
+            "hostile_parsers", "fusic_path_depth"} <= set(checked)
 
 
 def test_the_stored_ceiling_is_what_the_kb_gives(data_dir_or_skip, tmp_cache):

@@ -193,3 +193,19 @@ def test_a_metaqa_three_hop_gold_path_is_a_candidate_only_at_depth_three(data_di
     keys = {d: {c.key for c in F.enumerate_candidates(t.target.kg, linking, t.target.profile, max_hops=d).paths}
             for d in (2, 3)}
     assert gold.path_key() not in keys[2] and gold.path_key() in keys[3]
+
+
+def test_the_path_depth_measurement_is_a_bench_table(capsys):
+    """``kgqa bench run fusic_path_depth`` without --yes: the estimate from the committed JSON, nothing
+    measured or written; its report is regenerated from that JSON (``test_bench`` checks the bytes)."""
+    from kgqa_lib.bench import measure
+    from kgqa_lib.cli import main
+
+    m = measure.MEASUREMENTS["fusic_path_depth"]
+    before = m.data_path.read_bytes()
+    assert main(["bench", "run", "fusic_path_depth", "--n", "5", "--hops", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "5 questions × 1 hop(s) × 2 depth(s)" in out and "CPU s per question as last measured" in out
+    assert "nothing was run" in out and m.data_path.read_bytes() == before
+    assert main(["bench", "run", "fusic_path_depth", "--depths", "two"]) == 2
+    assert "error: argument --depths: expects a whole number, got 'two'" in capsys.readouterr().err
