@@ -1,5 +1,6 @@
 """Opening the project's SQLite caches (LLM answers, embeddings, SPARQL answers) the same way, and
-recognising a damaged one (:func:`is_corrupt`, :func:`move_aside`, :class:`CacheCorrupt`).
+recognising a damaged one (:func:`is_corrupt`, :func:`move_aside`, :class:`CacheCorrupt`) and recovering
+from it once (:func:`run_recovering`).
 
 The journal mode is ``$KGQA_SQLITE_JOURNAL`` (``wal``, the default, or ``delete`` / ``truncate`` /
 ``persist``). WAL is the fast choice on a local disk, but it needs shared memory between all
@@ -15,6 +16,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 
 JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
@@ -82,6 +84,24 @@ def is_corrupt(exc: BaseException) -> bool:
     if code is not None:
         return (code & 0xFF) in (11, 26)
     return "malformed" in str(exc) or "not a database" in str(exc)
+
+
+def run_recovering(fn: Callable[..., Any], args: tuple, recover: Callable[[BaseException], None], what: str) -> Any:
+    """``fn(*args)``; when it finds the cache file damaged (:func:`is_corrupt`), ``recover(exc)`` (which
+    moves the file aside and opens a new one, or raises :class:`CacheCorrupt` when recovery is off) and
+    run ``fn`` once more. Still damaged after that: :class:`CacheCorrupt` naming ``what`` (the file)."""
+    try:
+        return fn(*args)
+    except sqlite3.DatabaseError as exc:
+        if not is_corrupt(exc):
+            raise
+        recover(exc)
+    try:
+        return fn(*args)
+    except sqlite3.DatabaseError as exc:
+        if is_corrupt(exc):
+            raise CacheCorrupt(f"{what} is still damaged after a rebuild ({exc}). Delete it and run again.") from exc
+        raise
 
 
 def move_aside(path: Path) -> Path:

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import _sqlite
-from .._sqlite import CacheCorrupt, CacheRecoveredWarning, is_corrupt, move_aside
+from .._sqlite import CacheCorrupt, CacheRecoveredWarning, move_aside, run_recovering
 from ..paths import user_cache_dir
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedStats", "EmbeddingIndex", "cosine_topk"]
@@ -154,23 +154,20 @@ class Embedder:
 
     def _guarded(self, fn, *args):
         """Run ``fn``; when the cache file turns out damaged, move it aside, start a new one, run again."""
-        try:
-            return fn(*args)
-        except sqlite3.DatabaseError as exc:
-            if not is_corrupt(exc):
-                raise
-            what = (f"The embedding cache {self.cache_path} is damaged ({exc}). It only speeds things up: "
-                    f"delete it (and {self.cache_path.name}-wal/-shm); vectors are re-encoded when needed.")
-            if not self.recover:
-                raise CacheCorrupt(what) from exc
-            with self._lock:
-                if self._con is not None:
-                    self._con.close()
-                aside = move_aside(self.cache_path) if self.cache_path.exists() else None
-                self._connect()
-            warnings.warn(f"{what} Moved it to {aside.name if aside else '(gone)'} and started a new one.",
-                          CacheRecoveredWarning, stacklevel=3)
-        return fn(*args)
+        return run_recovering(fn, args, self._recover, f"The embedding cache {self.cache_path}")
+
+    def _recover(self, exc: BaseException) -> None:
+        what = (f"The embedding cache {self.cache_path} is damaged ({exc}). It only speeds things up: "
+                f"delete it (and {self.cache_path.name}-wal/-shm); vectors are re-encoded when needed.")
+        if not self.recover:
+            raise CacheCorrupt(what) from exc
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+            aside = move_aside(self.cache_path) if self.cache_path.exists() else None
+            self._connect()
+        warnings.warn(f"{what} Moved it to {aside.name if aside else '(gone)'} and started a new one.",
+                      CacheRecoveredWarning, stacklevel=5)  # recover < run_recovering < _guarded < method < caller
 
     def __repr__(self) -> str:
         return f"Embedder(model={self.model_id!r}, cache_path='{self.cache_path}', loaded={self._st is not None})"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from .. import _sqlite
-from .._sqlite import CacheCorrupt, CacheRecoveredWarning, is_corrupt, move_aside
+from .._sqlite import CacheCorrupt, CacheRecoveredWarning, move_aside, run_recovering
 from ..errors import InfrastructureError, SetupError, UsageError
 from ..paths import data_dir, user_cache_dir
 
@@ -206,19 +206,7 @@ class LLMCache:
 
     def _guarded(self, fn, *args):
         """Run ``fn``; when the file turns out damaged, move it aside, rebuild, and run ``fn`` again."""
-        try:
-            return fn(*args)
-        except sqlite3.DatabaseError as exc:
-            if not is_corrupt(exc):
-                raise
-            self._rebuild(exc)
-        try:
-            return fn(*args)
-        except sqlite3.DatabaseError as exc:
-            if is_corrupt(exc):
-                raise CacheCorrupt(f"The LLM cache {self.path} is still damaged after a rebuild ({exc}). "
-                                   f"Delete it and run again.") from exc
-            raise
+        return run_recovering(fn, args, self._rebuild, f"The LLM cache {self.path}")
 
     def _rebuild(self, exc: BaseException) -> None:
         what = (f"The LLM cache {self.path} is damaged ({exc}). It only speeds things up: delete it (and "
@@ -241,7 +229,7 @@ class LLMCache:
         moved = f"moved it to {aside.name} and " if aside else ""
         warnings.warn(f"The LLM cache {self.path} was damaged ({exc}); {moved}rebuilt it from the transcripts "
                       f"({n} responses). Answers that were only in the old file (runs with --no-transcripts) "
-                      "are recorded again when needed.", CacheRecoveredWarning, stacklevel=3)
+                      "are recorded again when needed.", CacheRecoveredWarning, stacklevel=4)  # _rebuild < run_recovering < _guarded < method
 
     def import_transcripts(self) -> int:
         """Import every ``*.jsonl`` transcript that changed since it was last imported.

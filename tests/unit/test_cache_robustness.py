@@ -197,3 +197,38 @@ def test_many_processes_opening_a_new_cache_at_once(tmp_path):
             failures += [e for e in res.get(120) if e]
             assert sqlite3.connect(path).execute("SELECT COUNT(*) FROM t").fetchone()[0] == 6
     assert not failures, failures
+
+
+def test_run_recovering_recovers_once_then_names_the_file():
+    """The one recovery rule both caches use: a damaged file is recovered once and the call re-run; a
+    file still damaged after that is CacheCorrupt naming it; any other database error is not
+    corruption and passes through without a recovery."""
+    from kgqa_lib._sqlite import run_recovering
+
+    damaged = sqlite3.DatabaseError("database disk image is malformed")
+    calls, recovered = [], []
+
+    def flaky(x):  # damaged on the first call only
+        calls.append(x)
+        if len(calls) == 1:
+            raise damaged
+        return x * 2
+
+    assert run_recovering(flaky, (21,), recovered.append, "The test cache t.sqlite") == 42
+    assert recovered == [damaged] and calls == [21, 21]
+
+    def always_damaged():
+        raise sqlite3.DatabaseError("file is not a database")
+
+    recovered.clear()
+    with pytest.raises(CacheCorrupt, match="The test cache t.sqlite is still damaged after a rebuild"):
+        run_recovering(always_damaged, (), recovered.append, "The test cache t.sqlite")
+    assert len(recovered) == 1
+
+    def locked():
+        raise sqlite3.OperationalError("database is locked")
+
+    recovered.clear()
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        run_recovering(locked, (), recovered.append, "The test cache t.sqlite")
+    assert recovered == []

@@ -30,12 +30,43 @@ def test_pruning_is_chosen_on_dev_questions_only():
     right |= {(s, "pgakv_thr05"): set() for s in A.FACTOID}
     right[("simple", "pgakv_thr05")] = {sorted(dev["simple"])[0]}
     choice = A.choose_pruning(_loader(right))
-    assert choice["choice"] == {"threshold": 0.5, "k": "#subjects(G_p)", "run": "pgakv_thr05"}
-    assert choice["dev"][0.5]["pooled"] == (1, 74) and choice["dev"][0.7]["pooled"] == (0, 74)
+    assert choice["choice"] == {"threshold": 0.5, "k_extra": 0, "k": "#subjects(G_p)", "run": "pgakv_thr05"}
+    assert choice["dev"][0.5, 0]["pooled"] == (1, 74) and choice["dev"][0.7, 0]["pooled"] == (0, 74)
     assert choice["dev_sizes"] == {"simple": 48, "multihop": 26}
     # a tie keeps the paper's 0.7
     right[("simple", "pgakv")] = {sorted(dev["simple"])[1]}
     assert A.choose_pruning(_loader(right))["choice"]["threshold"] == 0.7
+
+
+def test_top_k_is_chosen_from_its_dev_only_run():
+    dev = {s: sorted(A.split_qids(s)[0]) for s in A.FACTOID}
+    test = {s: A.split_qids(s)[1] for s in A.FACTOID}
+    right = {(s, "pgakv"): set(test[s]) for s in A.FACTOID} | {(s, "pgakv_thr05"): {dev[s][0]} for s in A.FACTOID}
+    right |= {(s, "pgakv_thr05_k1"): set(test[s]) for s in A.FACTOID}  # k+1 right on every test question
+
+    def loader(k1_dev: bool):
+        full = _loader(right)
+
+        def load(s, run):  # k+1 ran on the test questions (``<run>``) and, if k1_dev, on dev (``<run>_dev``)
+            if run == "pgakv_thr05_k1":
+                return [r for r in full(s, run) if r["qid"] in test[s]]
+            if run == "pgakv_thr05_k1_dev":
+                return [r for r in full(s, run) if r["qid"] in set(dev[s])] if k1_dev else []
+            return full(s, run)
+        return load
+
+    # no k+1 run on dev: the choice is among the thresholds; its test records are never read for it
+    choice = A.choose_pruning(loader(False))
+    assert choice["choice"]["run"] == "pgakv_thr05" and (0.5, 1) not in choice["dev"]
+    # the dev-only run of k+1 wins by one pooled dev question
+    right |= {(s, "pgakv_thr05_k1_dev"): {dev[s][0]} for s in A.FACTOID}
+    right[("simple", "pgakv_thr05_k1_dev")].add(dev["simple"][1])
+    choice = A.choose_pruning(loader(True))
+    assert choice["choice"] == {"threshold": 0.5, "k_extra": 1, "k": "#subjects(G_p)+1", "run": "pgakv_thr05_k1"}
+    assert choice["dev"][0.5, 1]["pooled"] == (3, 74) and A.choice_margin(choice) == 1
+    # a tie between the two k at 0.5 keeps the paper's k
+    right[("simple", "pgakv_thr05_k1_dev")] = {dev["simple"][0]}
+    assert A.choose_pruning(loader(True))["choice"]["run"] == "pgakv_thr05"
 
 
 def test_table2_reports_test_questions_only():
