@@ -99,6 +99,8 @@ def pgakv_rows() -> list[dict[str, Any]]:
             label = pa.ROWS[run] + (", chosen on dev" if run == chosen else "")
             value, source = _pgakv_paper(s, run, names[s])
             table = next((t.name for t in (P.TABLE, P.TEST_TABLE) if any(c.name == f"t2_{s}.{run}" for c in t.cells)), "")
+            if not table:  # a pruning setting with no test cell on this set (e.g. one tried on dev only)
+                continue
             out.append(row("PG&AKV", qset, label, m, pa.restrict(load(s, run), test), len(test), value, source,
                            table, f"t2_{s}.{run}"))
         recs, planned = _cell(tog, f"tog_{s}")

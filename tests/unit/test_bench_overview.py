@@ -54,6 +54,14 @@ def test_complete_partial_and_missing_cells(results, monkeypatch):
     for cell in ("keqing_full_3hop", "keqing_metaqa_1hop", "kbbinder_metaqa_1hop", "t2_simple.pgakv", "tog_multihop"):
         assert df.loc[cell, "status"] == "not run" and math.isnan(df.loc[cell, "value"]), cell
     assert (df["paper"] != "FuSIC-KBQA").all()
+    # a pruning setting tried on dev only (no test cell on any set) is no row of the overview
+    from kgqa_lib.evaluate import pgakv_analysis as pa
+
+    dev_only = [run for run in pa.PRUNING_RUNS.values()
+                if not any(c.name.startswith("t2_") and c.name.endswith(f".{run}")
+                           for t in (core.TABLES["pgakv_t2"], core.TABLES["pgakv_test"]) for c in t.cells)]
+    assert dev_only  # pgakv_thr05_k1: chosen against on dev, or not yet run on test
+    assert not any(cell.endswith(f".{run}") for cell in df.index for run in dev_only)
 
 
 def test_complete_records_hide_cells_still_running(results):
