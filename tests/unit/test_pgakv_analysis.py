@@ -67,6 +67,18 @@ def test_top_k_is_chosen_from_its_dev_only_run():
     # a tie between the two k at 0.5 keeps the paper's k
     right[("simple", "pgakv_thr05_k1_dev")] = {dev["simple"][0]}
     assert A.choose_pruning(loader(True))["choice"]["run"] == "pgakv_thr05"
+    # a dev run still going (some dev questions missing) is not compared, even when it leads so far
+    right[("simple", "pgakv_thr05_k1_dev")] = set(dev["simple"][:10])
+    partial = loader(True)
+
+    def going(s, run):
+        recs = partial(s, run)
+        return recs[:20] if run == "pgakv_thr05_k1_dev" and s == "simple" else recs
+
+    assert (0.5, 1) not in A.choose_pruning(going)["dev"]
+    # complete_only judges a dev-only run by the dev split (its test coverage is 0 by design)
+    assert A.complete_only(partial)("multihop", "pgakv_thr05_k1_dev") and not A.complete_only(going)("simple", "pgakv_thr05_k1_dev")
+    assert A.split_coverage("simple", "pgakv_thr05_k1_dev", going) == (20, 48)
 
 
 def test_table2_reports_test_questions_only():
