@@ -330,8 +330,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError("kgqa bench run takes one table (see `kgqa bench list`)")
     [table] = items
     if isinstance(table, measure.Measurement):
-        if args.cells:
-            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells is for the papers' tables)")
+        if args.cells or args.procs != 1:
+            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells and --procs are for the "
+                             "papers' tables)")
         return _run_measurement(table, args)
     if args.table_options:
         raise UsageError(f"table {table.name} takes no options (its cells' commands are fixed), got "
@@ -347,7 +348,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"nothing was run: add --yes to run these with the recorded commands "
               f"(`kgqa bench run {table.name}{only} --yes`)")
         return 0
-    return bench.run(table, batch=args.batch, cells=cells)
+    return bench.run(table, batch=args.batch, cells=cells, procs=args.procs)
 
 
 def _bench_cells(table, names: list[str] | None) -> list[str] | None:
@@ -504,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only these cells of the table (names as `kgqa bench list` shows them)")
     bu.add_argument("--batch", type=_positive_int, default=10,
                     help="paper tables: save the stripped records and rewrite the report every N new records")
+    bu.add_argument("--procs", type=_positive_int, default=1,
+                    help="paper tables: run N cells at once, each with cores/N model threads (more tokens/s on a "
+                         "CPU; results do not depend on it)")
     bu.set_defaults(table_options=[])  # a measurement table's own options: what the parser did not know (main)
     for sp in (b, bl, br, bu):
         sp.set_defaults(fn=cmd_bench)

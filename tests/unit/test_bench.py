@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +162,51 @@ def test_run_resumes_and_saves_every_batch(tmp_path, monkeypatch):
     assert seen == [1] and len(saves) >= 2
     assert t.output_path.read_text() == "n=5\n" and bench.check(t) is None
     assert bench.estimate(t) == []
+
+
+def test_run_with_procs_runs_cells_at_once_with_fewer_threads_each(tmp_path, monkeypatch):
+    """--procs 2: two cells' `kgqa run` at once, each told to use half the cores (KGQA_LLM_THREADS); each
+    cell's records saved to its own file; after a failing cell no new cell starts, the running one finishes."""
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setattr("kgqa_lib.llm.chat.default_threads", lambda: 4)
+    names = ("fake_a", "fake_b", "fake_c", "fake_d", "fake_e")
+    t = core.Table(name="fake_p", title="fake", cells=tuple(core.Cell(n, "io", "tiny:films", 4, ("--llm-mode", "replay"))
+                                                           for n in names),
+                   report=lambda rs: "".join(f"{n}={len(rs(n))}\n" for n in names), output="fake_p.md",
+                   strip=lambda r: {k: r[k] for k in ("qid", "llm", "seconds", "metrics")})
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    started, running, most = [], set(), [0]
+
+    class FakeRun:  # appends one question per poll; fake_c fails after its first question
+        def __init__(self, argv, env=None):
+            self.out = Path(argv[argv.index("--out") + 1])
+            self.name, self.n = self.out.stem, 0
+            assert env is not None and env["KGQA_LLM_THREADS"] == "2"
+            started.append(self.name)
+            running.add(self.name)
+            most[0] = max(most[0], len(running))
+
+        def wait(self, timeout=None):
+            if self.name == "fake_c" and self.n == 1:
+                running.discard(self.name)
+                return 3
+            if self.n >= 4:
+                running.discard(self.name)
+                return 0
+            with open(self.out, "a") as fh:
+                fh.write(json.dumps(_rec(self.n)) + "\n")
+            self.n += 1
+            raise subprocess.TimeoutExpired("kgqa", timeout)
+
+    monkeypatch.setattr(core.subprocess, "Popen", FakeRun)
+    assert bench.run(t, runs, batch=2, poll=0, echo=lambda _: None, procs=2) == 3
+    # a and b together; then c and d; c fails, so e never starts while d runs to its end
+    assert most[0] == 2 and started == ["fake_a", "fake_b", "fake_c", "fake_d"]
+    saved = {n: len(gzip.decompress(t.saved(c).read_bytes()).decode().splitlines())
+             for n, c in zip(names, t.cells) if t.saved(c).exists()}
+    assert saved == {"fake_a": 4, "fake_b": 4, "fake_c": 1, "fake_d": 4}
+    assert t.output_path.read_text() == "fake_a=4\nfake_b=4\nfake_c=1\nfake_d=4\nfake_e=0\n"
 
 
 def test_cli_bench_list_report_check_and_run_estimate(capsys):
