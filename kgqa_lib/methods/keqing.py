@@ -813,10 +813,12 @@ def order_subquestions(subs: Sequence[SubQuestion]) -> list[SubQuestion]:
 
 def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, ctx: Context, kg_name: str,
                  K: int = 1, reasoning: str = "select", fmt: str = "rules",
-                 max_candidates: int = 40) -> tuple[list[Step], str | None]:
+                 max_candidates: int = 40, reason_steps: str = "every") -> tuple[list[Step], str | None]:
     """Match, retrieve and reason for every sub-question in dependency order. ``reasoning``:
     ``select`` (the paper's candidate reasoning, :func:`select_candidates`), ``group`` (the LLM
-    chooses among chain groups, no call for one group: :func:`reason`) or ``all`` (no LLM)."""
+    chooses among chain groups, no call for one group: :func:`reason`) or ``all`` (no LLM).
+    ``reason_steps``: ``every`` sub-question (the paper) or only the ``last`` one (earlier ones keep
+    every entity their chains reach, :func:`keep_all`)."""
     if reasoning not in REASONING_MODES:
         raise ValueError(f"unknown reasoning {reasoning!r}; use one of {', '.join(REASONING_MODES)}")
     kg = ctx.kg
@@ -844,7 +846,9 @@ def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, c
         seeds = list(dict.fromkeys(seeds))
         groups = retrieve_candidates(kg, kg_name, seeds, matches[s.id].chains, topic)
         shown = fill_mask(s.question if MASK in s.question else matches[s.id].text, [_label(kg, v) for v in seeds])
-        if reasoning == "select":
+        if reason_steps == "last" and s is not ordered[-1]:
+            r = keep_all(shown, groups, s.id)
+        elif reasoning == "select":
             r = select_candidates(shown, groups, ctx, s.id, fmt, max_candidates)
         elif reasoning == "group":
             r = reason(shown, groups, ctx, s.id)
@@ -952,6 +956,8 @@ class KeqingSettings(Settings):
     candidates: Literal["rules", "text"] = setting("rules", "how candidate triples are shown: tuples explained "
                                                             "in the instruction, or sentences")
     reason_max: int = setting(40, "candidate facts one selection call may show")
+    reason_steps: Literal["every", "last"] = setting("every", "reason over the candidates of every sub-question (the "
+                                                              "paper) or of the last only (earlier ones keep all)")
 
 
 def settings_of(ctx: Context) -> dict[str, Any]:
@@ -979,7 +985,8 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     ``phrasings`` (all | canonical), ``respond`` (summarise with the LLM, true), ``reasoning``
     (select: the paper's candidate selection | group: choose chain groups, no call for one | all: no
     LLM), ``candidates`` (rules | text: how the candidate triples are shown), ``reason_max`` (40: facts
-    one selection call may show). The decomposition-only configuration of the first MetaQA benchmark
+    one selection call may show), ``reason_steps`` (every | last: reason over every sub-question's
+    candidates, as the paper, or the last one's only). The decomposition-only configuration of the first MetaQA benchmark
     is ``reasoning=group respond=False``."""
     if ctx.kg is None or ctx.embedder is None:
         raise ValueError("keqing needs a KG and an embedder: run it on a dataset with a KG (keqing:miniworld, "
@@ -1001,7 +1008,7 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
         return MethodResult(answers, text, tr.stages, err or (None if answers else "no_answer"))
     dec = tr.record("decompose", decompose, q, ctx, shots, kg_name=kg_name)
     steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
-                           s["reasoning"], s["candidates"], s["reason_max"])
+                           s["reasoning"], s["candidates"], s["reason_max"], s["reason_steps"])
     answers = final_answers(steps, ctx.kg)
     response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)
     error = dec.error if dec.error in ("fallback", "no_json") else (err or (None if answers else "no_answer"))

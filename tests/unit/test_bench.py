@@ -278,3 +278,27 @@ def test_keqing_report_reads_the_diagnostics_of_new_records_like_the_trace_stage
     assert "question" not in s_new and s_new["diagnostics"] == new["diagnostics"]
     assert decomposition_of(s_old) == decomposition_of(s_new) == {"predicted_chain": ["^directed_by"],
                                                                  "gold_chain": ["directed_by"], "correct": False}
+
+
+def test_keqing_report_names_why_the_four_stages_lose_a_question():
+    """keqing_full's disagreement section: a question right with decomposition only and wrong with the
+    four stages is attributed from the stripped records (decomposition, earlier selection, last selection)."""
+    def rec(qid, hit, pred=("r1",), gold=("r1",), sel=None):
+        return {"qid": qid, "metrics": {"hits@1": hit},
+                "diagnostics": {"decomposition": {"gold_chain": list(gold), "predicted_chain": list(pred)}},
+                "selection": sel or {}}
+
+    base = [rec(f"q{i}", 1.0) for i in range(5)] + [rec("q5", 0.0)]
+    full = [rec("q0", 1.0), rec("q1", 0.0, pred=("r2",)),
+            rec("q2", 0.0, sel={"gold_in_candidates": 0}), rec("q3", 0.0, sel={"gold_in_candidates": 2, "gold_selected": 0}),
+            rec("q4", 0.0, sel={"gold_in_candidates": 2, "gold_selected": 1}), rec("q5", 1.0)]
+    causes = [bench_keqing.lost_cause(f, b) for f, b in zip(full[1:5], base[1:5])]
+    assert causes == ["decomposition differs", "an earlier selection dropped the path", "the last selection left gold out",
+                      "gold selected, not first"]
+
+    class Dec:  # the decomposition-only records, as Records gives them
+        def __call__(self, name):
+            return base if name == "keqing_metaqa_2hop" else []
+
+    [row] = [line for line in bench_keqing._disagreements({2: full}, Dec()) if line.startswith("| 2 ")]
+    assert row.startswith("| 2 | 6 | 4 | 1 |") and "r1 4" in row

@@ -322,6 +322,18 @@ def test_pipeline_selects_candidates_by_default(tmp_path, tmp_cache):
     assert res.error == "select_unmatched" and score(res.answers, q.answers)["hits@1"] == 1.0
 
 
+def test_reason_steps_last_selects_only_at_the_last_sub_question(tmp_path, tmp_cache):
+    """reason_steps=last: earlier sub-questions keep every entity their chains reach (no call); the
+    last one makes the paper's selection call."""
+    bank = K.bank_for("miniworld")
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    res = _run(q, Scripted({q.question: K.format_decomposition(K.gold_decomposition(q, bank))}), tmp_path, respond=False,
+               reason_steps="last")
+    steps = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert [st.reasoning.mode for st in steps] == ["all", "select"] and not steps[0].reasoning.called
+    assert score(res.answers, q.answers)["hits@1"] == 1.0
+
+
 # ---- MetaQA (KGQA_DATA_DIR) ----------------------------------------------------------------------
 def test_metaqa_split_and_bank(data_dir_or_skip):
     pool = K.pool_for("metaqa")
