@@ -919,6 +919,24 @@ def generate_chain(q: Question, ctx: Context, exemplars: Sequence[tuple[Question
     return chain, r.text, err
 
 
+def execute_chain(q: Question, chain: Sequence[str], ctx: Context, kg_name: str, reasoning: str = "select",
+                  fmt: str = "rules", max_candidates: int = 40) -> tuple[list[Step], str | None]:
+    """Fig. 6's ablation after the chain is written: one step — the whole chain from the question's
+    topic entities — whose candidates go through the same reasoning stage as a sub-question's."""
+    kg = ctx.kg
+    topic = {v for t in q.topic_entities for v in link_seed(t, kg)}
+    groups = retrieve_candidates(kg, kg_name, sorted(topic), [tuple(chain)], topic) if chain else []
+    sub = SubQuestion(0, q.question, [], list(q.topic_entities))
+    if reasoning == "select":
+        r = select_candidates(q.question, groups, ctx, 0, fmt, max_candidates)
+    elif reasoning == "group":
+        r = reason(q.question, groups, ctx, 0)
+    else:
+        r = keep_all(q.question, groups, 0)
+    step = Step(sub, sorted(topic), Match(0, q.question, [], [tuple(chain)] if chain else []), groups, r)
+    return [step], (r.error if r.error in ("bad_choice", "select_empty", "select_unmatched") else None)
+
+
 # --------------------------------------------------------------------------------------------
 # Reading the plan (compared with the gold by kgqa_lib.evaluate.diagnostics, after the method)
 # --------------------------------------------------------------------------------------------
@@ -958,6 +976,8 @@ class KeqingSettings(Settings):
     reason_max: int = setting(40, "candidate facts one selection call may show")
     reason_steps: Literal["every", "last"] = setting("every", "reason over the candidates of every sub-question (the "
                                                               "paper) or of the last only (earlier ones keep all)")
+    decomposition_only: bool = setting(False, "the decomposition-only configuration (the first MetaQA benchmark): "
+                                              "reasoning=group, no response — the four stages when false")
 
 
 def settings_of(ctx: Context) -> dict[str, Any]:
@@ -986,12 +1006,15 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     (select: the paper's candidate selection | group: choose chain groups, no call for one | all: no
     LLM), ``candidates`` (rules | text: how the candidate triples are shown), ``reason_max`` (40: facts
     one selection call may show), ``reason_steps`` (every | last: reason over every sub-question's
-    candidates, as the paper, or the last one's only). The decomposition-only configuration of the first MetaQA benchmark
-    is ``reasoning=group respond=False``."""
+    candidates, as the paper, or the last one's only), ``decomposition_only`` (false: the paper's four
+    stages; true: decomposition and retrieval only, i.e. ``reasoning=group respond=false``, the
+    configuration of the first MetaQA benchmark)."""
     if ctx.kg is None or ctx.embedder is None:
         raise ValueError("keqing needs a KG and an embedder: run it on a dataset with a KG (keqing:miniworld, "
                          "keqing:metaqa:1hop)")
     s = settings_of(ctx)
+    if s["decomposition_only"]:
+        s.update(reasoning="group", respond=False)
     kg_name = _kg_name(ctx)
     tr = Tracer()
     bank = bank_for(kg_name, s["phrasings"])
@@ -999,17 +1022,19 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     shots = tr.record("select_exemplars", select_exemplars, q, pool, bank, ctx.embedder, s["exemplars"], s["select"])
     tr.stages[-1].output = [p.question for p, _ in shots]
     if s["mode"] == "chain":
+        # Fig. 6: only decomposition and retrieval are replaced (the paper: "the only modification is to
+        # replace Question Decomposition and Knowledge Retrieval modules") — the written chain runs from
+        # the topic entity as one step, then candidate reasoning and the response as in the default
         relations = sorted({c.lstrip("^") for chain in bank.canonical for c in chain})
-        chain, text, err = tr.record("generate_chain", generate_chain, q, ctx, shots, relations, kg_name=kg_name)
-        topic = {v for t in q.topic_entities for v in link_seed(t, ctx.kg)}
-        groups = retrieve_candidates(ctx.kg, kg_name, sorted(topic), [tuple(chain)], topic) if chain else []
-        answers = list(dict.fromkeys(_label(ctx.kg, v) for g in groups for v in g.tails))
-        tr.stages.append(Stage("execute_chain", {"chain": chain, "n_answers": len(answers)}))
-        return MethodResult(answers, text, tr.stages, err or (None if answers else "no_answer"))
-    dec = tr.record("decompose", decompose, q, ctx, shots, kg_name=kg_name)
-    steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
-                           s["reasoning"], s["candidates"], s["reason_max"], s["reason_steps"])
+        chain, text, chain_err = tr.record("generate_chain", generate_chain, q, ctx, shots, relations, kg_name=kg_name)
+        steps, err = tr.record("execute_plan", execute_chain, q, chain, ctx, kg_name, s["reasoning"], s["candidates"],
+                               s["reason_max"])
+        error = chain_err
+    else:
+        dec = tr.record("decompose", decompose, q, ctx, shots, kg_name=kg_name)
+        steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
+                               s["reasoning"], s["candidates"], s["reason_max"], s["reason_steps"])
+        error = dec.error if dec.error in ("fallback", "no_json") else None
     answers = final_answers(steps, ctx.kg)
     response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)
-    error = dec.error if dec.error in ("fallback", "no_json") else (err or (None if answers else "no_answer"))
-    return MethodResult(answers, response, tr.stages, error)
+    return MethodResult(answers, response, tr.stages, error or err or (None if answers else "no_answer"))

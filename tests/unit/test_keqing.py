@@ -334,6 +334,49 @@ def test_reason_steps_last_selects_only_at_the_last_sub_question(tmp_path, tmp_c
     assert score(res.answers, q.answers)["hits@1"] == 1.0
 
 
+def test_decomposition_only_is_one_named_setting(tmp_path, tmp_cache):
+    """decomposition_only=true is reasoning=group respond=false: no selection call, no response call."""
+    bank = K.bank_for("miniworld")
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    table = {q.question: K.format_decomposition(K.gold_decomposition(q, bank))}
+    one, two = Scripted(table), Scripted(table)
+    a = _run(q, one, tmp_path / "a", decomposition_only=True)
+    b = _run(q, two, tmp_path / "b", reasoning="group", respond=False)
+    assert a.answers == b.answers and one.calls == two.calls and len(one.calls) == 1  # the decomposition only
+    assert "respond" not in [s.name for s in a.trace]
+
+
+class ChainWriter(Scripted):
+    """Writes the gold relation chain when asked for one (Fig. 6's prompt), else as Scripted."""
+
+    def __init__(self, chains: dict[str, str]) -> None:
+        super().__init__({})
+        self.chains = chains
+
+    def complete(self, request):
+        if "chain of knowledge-graph relations" in request.messages[0][1]:
+            q = request.messages[-1][1].split("Question:", 1)[1].strip()
+            self.calls.append("chain")
+            return {"text": self.chains.get(q, "no idea"), "prompt_tokens": 10, "completion_tokens": 5,
+                    "finish_reason": "stop"}
+        return super().complete(request)
+
+
+def test_chain_mode_keeps_candidate_reasoning_and_the_response(tmp_path, tmp_cache):
+    """Fig. 6's ablation replaces decomposition and retrieval only: the written chain's candidates go
+    through the selection call and the answer through the response, as in the default pipeline."""
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    backend = ChainWriter({q.question: ", ".join(K.gold_chain(q))})
+    res = _run(q, backend, tmp_path, mode="chain")
+    names = [s.name for s in res.trace]
+    assert names[-3:] == ["generate_chain", "execute_plan", "respond"] and "decompose" not in names
+    [step] = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert step.match.chains == [tuple(K.gold_chain(q))] and step.reasoning.mode == "select"
+    assert score(res.answers, q.answers)["hits@1"] == 1.0
+    assert res.response == "The answer is found by following the steps."
+    assert backend.calls[0] == "chain" and len(backend.calls) == 2 + int(step.reasoning.called)
+
+
 # ---- MetaQA (KGQA_DATA_DIR) ----------------------------------------------------------------------
 def test_metaqa_split_and_bank(data_dir_or_skip):
     pool = K.pool_for("metaqa")
