@@ -132,7 +132,7 @@ def _pgakv_paper(s: str, run: str, name: str) -> tuple[float | None, str]:
 # ---------------------------------------------------------------- Keqing on MetaQA
 def keqing_rows() -> list[dict[str, Any]]:
     dec, full, base = (Records(get_table(t.name)) for t in (K.TABLE, K.TABLE_FULL, B.TABLE_METAQA))
-    keqing_source = "Keqing paper, Table 2, row Keqing-LLaMA (Ours), column MetaQA {h}-hop (test, Hits@1)"
+    keqing_source = "Keqing paper, Table 2, row Keqing-LLaMA (Ours), column MetaQA {h}-hop (Hits@1)"
     out = []
     for h in K.HOPS:
         qset = f"MetaQA dev {h}-hop"
@@ -140,7 +140,7 @@ def keqing_rows() -> list[dict[str, Any]]:
                 ("Keqing, decomposition only", dec, f"keqing_metaqa_{h}hop", K.PAPER[h], keqing_source),
                 ("Keqing, four stages", full, f"keqing_full_{h}hop", K.PAPER[h], keqing_source),
                 ("KB-BINDER", base, f"kbbinder_metaqa_{h}hop", B.PAPER_KBBINDER_METAQA[h],
-                 "Keqing paper, Table 2, row KB-BINDER, column MetaQA {h}-hop (test, Hits@1)"),
+                 "Keqing paper, Table 2, row KB-BINDER, column MetaQA {h}-hop (Hits@1)"),
                 ("Think-on-Graph", base, f"tog_metaqa_{h}hop", None, "")):
             recs, planned = _cell(records, name)
             out.append(row("Keqing", qset, label, "hits@1", recs, planned, value, source.format(h=h),
