@@ -74,7 +74,8 @@ def report_metaqa(records: Records) -> str:
     lines = ["# KB-BINDER and Think-on-Graph on MetaQA dev (local model)", "",
              f"{METAQA_SAMPLE} questions per hop, a subset of the Keqing benchmark's questions (`keqing_full`), so Keqing's "
              "row is the same questions and gains are paired (bootstrap 95% CI, points). Hits@1 and answer F1 in points. "
-             "The paper's column: Keqing paper, Table 2, row KB-BINDER (Hits@1; the paper copies it from KB-BINDER's paper, appendix B, and names no model or split for it); no published ToG "
+             "The paper's column: Keqing paper, Table 2, row KB-BINDER (Hits@1; the paper copies it from "
+             "KB-BINDER's paper, appendix B, and names no model or split for it); no published ToG "
              "number on MetaQA is in our papers.", "",
              "| hops | method | n | Hits@1 [95% CI] | F1 [95% CI] | Keqing (same questions) | method − Keqing | paper | "
              "calls/q | tokens/q | s/q | how ToG answered / malformed outputs |",

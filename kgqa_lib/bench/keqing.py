@@ -207,7 +207,8 @@ def report_full(records: Records) -> str:
     lines = ["# Keqing, the paper's four stages, on MetaQA dev (local model)", "",
              "Default settings (candidate selection by the LLM, then a response). `decomposition only`: the",
              "`keqing_metaqa` run on the same questions; gains in points with a paired bootstrap 95% CI. The paper's",
-             "column: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table names no split).", "",
+             "column: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table",
+             "names no split).", "",
              "| hops | n | Hits@1 [95% CI] | F1 [95% CI] | paper | gold-path ceiling | decomposition only | gain [95% CI] | "
              "decomposition acc. (chain) | seed linked right |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -305,16 +306,7 @@ def _bound_and_goal(rows: dict[int, list[dict[str, Any]]], records: Records) -> 
               "exactly 2.0 as within.", "",
               "| hops | Hits@1 | ceiling | ours − ceiling (points) | calls/q | met |", "|---|---|---|---|---|---|"]
     for h, recs in rows.items():
-        ceil, n_ceil = ceiling(records, h, {r["qid"] for r in recs})
-        hits = float(np.mean([r["metrics"]["hits@1"] for r in recs]))
-        calls = float(np.mean([calls_now(r) for r in recs]))
-        if not n_ceil:
-            lines.append(f"| {h} | {hits:.3f} | — (needs KGQA_DATA_DIR) | | {calls:.2f} | — |")
-            continue
-        gap = round(100 * (hits - ceil), 1)
-        why = [w for w, bad in (("accuracy", gap < -2.0), ("calls", calls > 3.0)) if bad]
-        lines.append(f"| {h} | {hits:.3f} | {ceil:.3f} | {gap:+.1f} | {calls:.2f} | "
-                     f"{'yes' if not why else 'no (' + ', '.join(why) + ')'} |")
+        lines.append(f"| {h} | {_goal_cells(recs, *ceiling(records, h, {r['qid'] for r in recs}))}")
     return lines
 
 
@@ -415,7 +407,8 @@ def report_ablations(records: Records) -> str:
              f"{ABLATION_SAMPLE} questions per hop (a subset of keqing_full's {SAMPLE}); every other setting is the "
              "default (four stages). `gain`: Hits@1 minus the default run (K = 1, decomposition) on the same questions, "
              "points, paired bootstrap 95% CI. `candidates / sub-q`: candidate answers the reasoning stage saw per "
-             "sub-question. The paper draws Fig. 5 on WebQSP (no model named) and Fig. 6 on MetaQA (fine-tuned LLaMA, its caption); its "
+             "sub-question. The paper draws Fig. 5 on WebQSP (no model named) and Fig. 6 on MetaQA (fine-tuned "
+             "LLaMA, its caption); its "
              "curves are read from the figures, so no number of theirs is printed here. `logical chain directly`: the "
              "LLM writes the relation chain, which runs from the topic entity as one step; candidate reasoning and the "
              "response as in the default (the paper replaces only decomposition and retrieval). `selection on the last "
@@ -430,6 +423,7 @@ def report_ablations(records: Records) -> str:
              "| configuration | n | Hits@1 [95% CI] | F1 [95% CI] | gain over default | candidates / sub-q | "
              "over the bound: group choice first / kept all / of | reasoning calls/q | calls/q | tokens/q | s/q |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    goal: list[str] = []
     for h in HOPS:
         runs = {f"K = {k}": records(f"keqing_k{k}_{h}hop") for k in KS}
         runs["logical chain directly (Fig. 6)"] = records(f"keqing_chain_{h}hop")
@@ -442,7 +436,30 @@ def report_ablations(records: Records) -> str:
             lines.append(_ablation_row("K = 1, decomposition (default)", base, []))
         for label, recs in runs.items():
             lines.append(_ablation_row(label, recs, base) if recs else f"| {label} | 0 | not run yet | | | | | | | | |")
+        complete = [(lb, rs) for lb, rs in [("K = 1, decomposition (default)", base), *runs.items()]
+                    if len(rs) >= ABLATION_SAMPLE]
+        if complete:
+            ceil, n_ceil = ceiling(records, h, {r["qid"] for r in complete[0][1]})
+            goal += [f"| {h} | {lb} | {_goal_cells(rs, ceil, n_ceil)}" for lb, rs in complete]
+    lines += ["", "## The goal on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+              "", "The issue's goal for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
+              "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above (what the "
+              "current code makes). A gap of exactly 2.0 counts as within.", "",
+              "| hops | configuration | Hits@1 | ceiling | − ceiling (points) | calls/q | met |",
+              "|---|---|---|---|---|---|---|", *goal]
     return "\n".join(lines) + "\n"
+
+
+def _goal_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> str:
+    """`Hits@1 | ceiling | − ceiling | calls/q | met |` of the goal: within 2 points of the gold-path
+    ceiling (a gap of exactly 2.0 is within) at ≤ 3 LLM calls per question (what the current code makes)."""
+    hits = float(np.mean([r["metrics"]["hits@1"] for r in recs]))
+    calls = float(np.mean([calls_now(r) for r in recs]))
+    if not n_ceil:
+        return f"{hits:.3f} | — (needs KGQA_DATA_DIR) | | {calls:.2f} | — |"
+    gap = round(100 * (hits - ceil), 1)
+    why = [w for w, bad in (("accuracy", gap < -2.0), ("calls", calls > 3.0)) if bad]
+    return f"{hits:.3f} | {ceil:.3f} | {gap:+.1f} | {calls:.2f} | {'yes' if not why else 'no (' + ', '.join(why) + ')'} |"
 
 
 ABLATION_CELLS = tuple(
@@ -462,5 +479,5 @@ ABLATION_CELLS = tuple(
 TABLE_ABLATIONS = register(Table(
     name="keqing_ablations", title="Keqing on MetaQA dev: K = 2/4/8 (Fig. 5), the logical chain directly (Fig. 6), selection on the last sub-question",
     cells=ABLATION_CELLS, report=report_ablations, output="keqing_ablations.md", strip=strip_full,
-    records="keqing_ablations", source="Keqing paper, Fig. 5 and Fig. 6",
+    records="keqing_ablations", source="Keqing paper, Fig. 5 and Fig. 6", extra_files=(CEILING_FILE,),
 ))
