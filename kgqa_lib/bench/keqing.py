@@ -394,7 +394,7 @@ def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, A
     return (f"| {label} | {row['n']} | {_rate([r['metrics']['hits@1'] for r in recs])} | "
             f"{_rate([r['metrics']['f1'] for r in recs])} | {gain} | "
             f"{(sum(n_cands) / len(n_cands)) if n_cands else 0:.1f} | {bound} | {calls:.2f} | {row['calls/q']:.2f} | "
-            f"{row['tokens/q']:.0f} | {row['s/q']:.1f} |")
+            f"{row['tokens/q']:.0f} | {row['s/q']:.1f} ({row['cache_hits'] / row['n']:.2f}) |")
 
 
 def report_ablations(records: Records) -> str:
@@ -418,10 +418,12 @@ def report_ablations(records: Records) -> str:
              "groups, i.e. K > 1) / then still above it, every candidate kept without a selection / all over it (all "
              "sub-questions with a selection stage). Calls per question are what the current code makes (the default "
              "row's keqing_full records hold selection calls over one candidate, which it no longer makes: "
-             "keqing_full's cost section; their tokens are as recorded). Seconds depend on the "
-             "machine's load when each run was made.", "",
+             "keqing_full's cost section; their tokens are as recorded). `s/q (cached calls/q)`: wall seconds per "
+             "question, which depend on the machine's load when each run was made; a call with the same prompt as "
+             "one an earlier run made (the decomposition, a selection over the same candidates) is answered from the "
+             "LLM cache, so later cells took fewer seconds.", "",
              "| configuration | n | Hits@1 [95% CI] | F1 [95% CI] | gain over default | candidates / sub-q | "
-             "over the bound: group choice first / kept all / of | reasoning calls/q | calls/q | tokens/q | s/q |",
+             "over the bound: group choice first / kept all / of | reasoning calls/q | calls/q | tokens/q | s/q (cached calls/q) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     goal: list[str] = []
     for h in HOPS:
