@@ -159,6 +159,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if records.rescored:
         print(f"note: {records.rescored} record(s) re-scored from their stored prediction: their question or "
               "gold answers changed since they were run", file=sys.stderr)
+    if getattr(llm.backend, "prefix_cache", 0) and llm.backend.stats["calls"]:  # local?prefix_cache=N: what it saved
+        st = llm.backend.prefix_stats()
+        print(f"note: prefix cache ({st['prefix_cache']} states): {st['calls']} live call(s), {st['prompt_tokens']} "
+              f"prompt tokens, {st['evaluated']} evaluated, {st['reused']} reused, of which {st['reused_from_states']} "
+              f"from {st['state_loads']} loaded state(s) ({st['state_seconds']} s saving/loading)", file=sys.stderr)
     print(format_table(pd.DataFrame([summarize(records)])))
     return 0
 
