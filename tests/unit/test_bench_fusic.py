@@ -25,7 +25,9 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 43 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    assert len(names) == 46 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    # the exemplar-order deviation (similarity) after the ablations, MetaQA only
+    assert names[-7:-4] == ["metaqa1.fs_dense_simex", "metaqa2.fs_dense_simex", "metaqa3.fs_dense_simex"]
     assert names[-4:] == ["metaqa1.kbbinder_fs", "metaqa2.kbbinder_fs", "metaqa3.kbbinder_fs", "gtech.kbbinder_fs"]
     assert len(set(names)) == len(names)
     assert set(B.PAPER) == set(B.CONFIGS) == set(B.RETRIEVER_NOTE)
@@ -42,7 +44,8 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         s = coerce_settings(dict(a.set), c.method)
         _, task, split = c.dataset.split(":")
         assert s["task"] == task and split.startswith("test"), c.name  # (the dataset's name is the spec itself)
-        assert a.llm == "local" and a.no_transcripts
+        # FuSIC's cells name the prefix-state cache they run with (not in model ids or configs)
+        assert a.llm == ("local?prefix_cache=8" if c.method == "fusic" else "local") and a.no_transcripts
         assert (a.sample == 100) == c.name.startswith("metaqa")
         settings[c.name] = s
     for p in ("metaqa1", "metaqa2", "metaqa3", "gtech"):
@@ -57,6 +60,7 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         assert settings[f"{p}.kbbinder_fs"] == {"task": full["task"], "shots": 5}
         if p.startswith("metaqa"):  # the deviation changes the path depth only
             assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
+            assert settings[f"{p}.fs_dense_simex"] == {**full, "exemplar_choice": "similarity"}
 
 
 def test_planned_sizes_are_the_datasets(data_dir_or_skip):

@@ -13,6 +13,7 @@ import pytest
 
 from kgqa_lib.methods import coerce_settings
 from kgqa_lib.methods import fusic as F
+from kgqa_lib.methods.fusic.retrieval import prepared_domain
 
 TASK = "geo-wd>cinema-fb"
 
@@ -188,3 +189,60 @@ def test_no_retrieval_with_entities_is_the_old_configuration(tmp_path, one_hop, 
     assert res.error is None and len(backend.requests) == 1
     prompt = _context_of(backend.generation_requests()[0])
     assert "Entities: " in prompt and "Paths (" not in prompt
+
+
+# ---- exemplars: the paper's static ones, similarity as a named deviation --------------------------------
+def _exemplar_questions(gen):
+    """The exemplar questions of a generation prompt, in prompt order (the user turns before the last)."""
+    return [c for role, c in gen if role == "user"][:-1]
+
+
+def test_static_exemplars_are_the_same_for_every_question(tmp_path, tmp_cache):
+    """Paper sec. 3 ("few-shot exemplars from the target"; zero-shot "randomly selected exemplars from the
+    source") and sec. 5 (dynamic selection dropped): by default every question of a run gets the same
+    exemplars in the same order, so its generation prompts share the system and exemplar turns."""
+    assert F.FuSICSettings().exemplar_choice == "static"
+    task = F.get_task(TASK)
+    qs = task.test[:3]
+    for shots in (5, 0):
+        prompts = []
+        for i, q in enumerate(qs):
+            backend, ctx = _run(tmp_path / f"s{shots}-{i}", {"shots": shots, "retrievers": "none"}, "SELECT ?x WHERE {}")
+            F.fusic(q, ctx)
+            prompts.append(_exemplar_questions(backend.generation_requests()[0]))
+        assert len(prompts[0]) == 5 and prompts[0] == prompts[1] == prompts[2]
+    # few-shot: the target's first 5 shots, in the pool's order
+    pool = [p.question for p in prepared_domain(
+        task.target.name, tuple(x.qid for x in task.pool[:5]))]
+    assert F.exemplar_order(qs[0], pool, 5, "static") == [0, 1, 2, 3, 4]
+    # zero-shot: a seeded draw from the source, independent of the question and of the pool's order
+    src = [p.question for p in prepared_domain(task.source.name)]
+    a = F.exemplar_order(qs[0], src, 5, "static", seed=0, shots=False)
+    assert a == F.exemplar_order(qs[1], src, 5, "static", seed=0, shots=False)
+    assert {src[i].qid for i in a} == {list(reversed(src))[i].qid for i in
+                                        F.exemplar_order(qs[0], list(reversed(src)), 5, "static", seed=0, shots=False)}
+    assert a != F.exemplar_order(qs[0], src, 5, "static", seed=1, shots=False)  # another seed, another draw
+
+
+def test_similarity_exemplars_are_the_closest_last(tmp_path, tmp_cache):
+    """The deviation exemplar_choice=similarity: the same 5 few-shot exemplars, the closest last (right
+    before the question); it differs between questions; an unknown choice is an error."""
+    task = F.get_task(TASK)
+    q = task.test[0]
+    backend, ctx = _run(tmp_path / "sim", {"shots": 5, "retrievers": "none", "exemplar_choice": "similarity"},
+                        "SELECT ?x WHERE {}")
+    F.fusic(q, ctx)
+    sim = _exemplar_questions(backend.generation_requests()[0])
+    backend, ctx = _run(tmp_path / "static", {"shots": 5, "retrievers": "none"}, "SELECT ?x WHERE {}")
+    F.fusic(q, ctx)
+    static = _exemplar_questions(backend.generation_requests()[0])
+    assert sorted(sim) == sorted(static)  # few-shot: the same shots, maybe another order
+    from kgqa_lib.embed.embedder import Embedder
+
+    pool = [p.question for p in prepared_domain(
+        task.target.name, tuple(x.qid for x in task.pool[:5]))]
+    vecs = Embedder().encode([q.question] + [p.question for p in pool])
+    closest = pool[int((vecs[1:] @ vecs[0]).argmax())].question
+    assert closest in sim[-1]
+    with pytest.raises(ValueError, match="exemplar choice"):
+        F.exemplar_order(q, pool, 5, "bm25")

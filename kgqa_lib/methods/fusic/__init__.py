@@ -105,6 +105,7 @@ from .settings import (  # noqa: F401
 )
 from .generation import (  # noqa: F401
     CONTEXT_SIZES,
+    EXEMPLAR_CHOICES,
     rerank_sizes,
     Exemplar,
     MAX_ANSWER_CHARS,
@@ -115,6 +116,7 @@ from .generation import (  # noqa: F401
     build_messages,
     context_block,
     context_sizes,
+    exemplar_order,
     exemplars_for,
     extract_query,
     generate_query,

@@ -105,14 +105,48 @@ def extract_query(text: str, language: str = "sparql") -> tuple[str, str | None]
 # ---------------------------------------------------------------------------------------------
 # Exemplars
 # ---------------------------------------------------------------------------------------------
+EXEMPLAR_CHOICES = ("static", "similarity")
+
+
+def exemplar_order(q: Question, pool: Sequence[Question], n: int, choice: str = "static", seed: int = 0,
+                   embedder=None, *, shots: bool = True) -> list[int]:
+    """Indices into ``pool`` of the n exemplars, in prompt order (see :func:`exemplars_for`).
+    static: few-shot (``shots``) the first n in the pool's order; zero-shot n drawn with ``seed`` from
+    the pool sorted by qid (independent of the question). similarity: the n closest to ``q``, the
+    closest last (right before the question)."""
+    if choice not in EXEMPLAR_CHOICES:
+        raise ValueError(f"exemplar choice {choice!r}: one of {', '.join(EXEMPLAR_CHOICES)}")
+    n = min(n, len(pool))
+    if choice == "static":
+        if shots:
+            return list(range(n))
+        import random
+
+        by_qid = sorted(range(len(pool)), key=lambda i: pool[i].qid)
+        return random.Random(f"fusic-exemplars:{seed}").sample(by_qid, n)
+    from ...embed.embedder import Embedder
+
+    emb = embedder or Embedder()
+    vecs = emb.encode([q.question] + [p.question for p in pool])
+    sims = vecs[1:] @ vecs[0]
+    return list(reversed(sorted(range(len(pool)), key=lambda i: (-float(sims[i]), pool[i].qid))[:n]))
+
+
 def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers: Sequence[Any], n: int = 5,
                   k_sizes: dict[str, int] | None = None, embedder=None, *, show_values: bool = False,
-                  naive: bool = False, max_hops: int = 2) -> list[Exemplar]:
-    """The n exemplars closest to the question (the paper's 5, sec. 4.1 and appendix A.1.3): from
-    the target's few shots, or (zero-shot) from the source domain. Each carries its own retrieved
-    context (retriever top-k, no LLM), written as the question's is (``show_values``); ``naive``:
-    question and logical form only. ``max_hops``: the exemplars' candidate paths, as the question's
-    (the setting ``max_path_hops``)."""
+                  naive: bool = False, max_hops: int = 2, choice: str = "static", seed: int = 0) -> list[Exemplar]:
+    """The n exemplars of the generation prompt (the paper's 5, appendix A.1.3): from the target's
+    few shots, or (zero-shot) from the source domain. ``choice`` (the setting ``exemplar_choice``):
+    ``static`` = the paper (sec. 3: "few-shot exemplars from the target. For zero-shot, target
+    exemplars are replaced with randomly selected exemplars from the source training set"; sec. 5:
+    dynamic selection gave "only minor improvements beyond random exemplar selection and static
+    exemplars") — the first n target shots in the pool's order, or n source questions drawn once
+    with ``seed``, the same for every question (so the prompt's exemplar block repeats and a prefix
+    cache can reuse it); ``similarity`` = the n closest to the question by sentence embedding, the
+    closest last (before issue 20's static default). Each exemplar carries its own retrieved context
+    (retriever top-k, no LLM), written as the question's is (``show_values``); ``naive``: question
+    and logical form only. ``max_hops``: the exemplars' candidate paths, as the question's (the
+    setting ``max_path_hops``)."""
     if shots:
         dom, pool = task.target, prepared_domain(task.target.name, tuple(x.qid for x in task.pool[:shots]),
                                                  max_hops=max_hops)
@@ -121,15 +155,10 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     pool = [p for p in pool if p.gold is not None and (language == "sparql" or p.gold.sexpr(dom.profile))]
     if not pool or n <= 0:
         return []
-    from ...embed.embedder import Embedder
-
-    emb = embedder or Embedder()
-    vecs = emb.encode([q.question] + [p.question.question for p in pool])
-    sims = vecs[1:] @ vecs[0]
-    order = sorted(range(len(pool)), key=lambda i: (-float(sims[i]), pool[i].question.qid))[:n]
+    order = exemplar_order(q, [p.question for p in pool], n, choice, seed, embedder, shots=bool(shots))
     k_sizes = k_sizes or context_sizes(len(retrievers))
     out = []
-    for i in reversed(order):  # the closest exemplar right before the question
+    for i in order:
         p = pool[i]
         target = p.gold.sparql(dom.profile) if language == "sparql" else p.gold.sexpr(dom.profile)
         if naive:

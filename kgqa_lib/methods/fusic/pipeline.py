@@ -79,7 +79,7 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
     context = context_block(linking, contexts, dom.profile, show_values=st.show_path_values)
     shots = tr.record("exemplars", exemplars_for, q, task, s["shots"], s["language"], retrievers, s["exemplars"],
                       sizes, embedder, show_values=st.show_path_values, naive=naive and not st.naive_entities,
-                      max_hops=st.max_path_hops)
+                      max_hops=st.max_path_hops, choice=st.exemplar_choice, seed=ctx.seed)
     messages = build_messages(q.question, context, shots, s["language"], dom.profile,
                               naive=naive and not st.naive_entities)
     entities = linking.entities if linking is not None else []

@@ -42,6 +42,11 @@ class FuSICSettings(Settings):
            "(TIARA enumerates 2-hop paths, appendix A.1.1); 3 reaches MetaQA's 3-hop answers (the walk's third hop "
            "expands a sample of each 2-hop path's nodes, candidates.THIRD_HOP_SAMPLE); the question's and its "
            "exemplars' candidates, not the dense retriever's training data (trained on 2-hop candidates either way)")
+    exemplar_choice: Literal["static", "similarity"] = setting(
+        "static", "which exemplars, in which order: static = the paper (sec. 3 and 5: the target's few shots as "
+                  "they are; zero-shot, source questions drawn at random once, with the run's seed); similarity "
+                  "= the `exemplars` closest to the question by sentence embedding, closest last (dynamic "
+                  "selection, which the paper tried and dropped; the default before issue 20's static one)")
     naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
                                           "(the no-retrieval configuration before issue 20)")
 
