@@ -55,7 +55,9 @@ CONFIGS = {
                        "FuSIC, dense retriever, few-shot, exemplars ordered by similarity to the question (deviation; "
                        "the paper's: static)"),
     "kbbinder_fs": ("kbbinder", ("shots=5",), "KB-BINDER(-R), 6 drafts voted, few-shot"),
+    "kbbinder_zs": ("kbbinder", ("shots=0",), "KB-BINDER(-R), 6 drafts voted, zero-shot (source exemplars)"),
 }
+
 METAQA = ("metaqa1", "metaqa2", "metaqa3")
 ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
@@ -68,6 +70,9 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [(p, c) for c in ABLATIONS for p in (*METAQA, "gtech")]
     + [(p, "fs_dense_simex") for p in METAQA]
     + [(p, "kbbinder_fs") for p in (*METAQA, "gtech")]
+    # KB-BINDER on every pair, zero- and few-shot (issue 22): the same questions as FuSIC's cells
+    + [(p, "kbbinder_fs") for p in ("geo2cinema", "cinema2geo")]
+    + [(p, "kbbinder_zs") for p in (*METAQA, "gtech", "geo2cinema", "cinema2geo")]
 )
 
 
@@ -111,6 +116,7 @@ PAPER = {
     "fs_dense_norr": ("Table 3, few-shot, w/o RR", "68.4"),
     "fs_dense_simex": ("sec. 5, exemplar selection: dynamic selection gave \"only minor improvements\" (no number)", "—"),
     "kbbinder_fs": ("Table 2, few-shot, KB-Binder", "68.0"),
+    "kbbinder_zs": ("Table 2, zero-shot, KB-Binder", "33.6"),
 }
 PAPER_FULL_T3 = 70.8  # Table 3, few-shot, FuSIC-KBQA(T), W→GI-T: the ablations' reference
 RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see DIFFERS_ALL)
@@ -127,6 +133,8 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
     "fs_dense_simex": "as fs_dense, but the 5 target shots ordered by embedding similarity, the closest last "
                       "(the same 5 exemplars, another order; the paper's static order is fs_dense's)",
     "kbbinder_fs": "KB-BINDER with the local model and 5 shots (the paper: GPT-4, 100 shots as its pool)",
+    "kbbinder_zs": "KB-BINDER with the local model, exemplars by BM25 from the source questions (the paper: GPT-4, "
+                   "the source's training set)",
 }
 PAIR_NOTE = {
     "metaqa": "no MetaQA in the paper: source and target differ in KB and schema here (the paper's pairs share Freebase)",

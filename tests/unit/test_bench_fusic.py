@@ -25,10 +25,12 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 46 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    assert len(names) == 54 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
     # the exemplar-order deviation (similarity) after the ablations, MetaQA only
-    assert names[-7:-4] == ["metaqa1.fs_dense_simex", "metaqa2.fs_dense_simex", "metaqa3.fs_dense_simex"]
-    assert names[-4:] == ["metaqa1.kbbinder_fs", "metaqa2.kbbinder_fs", "metaqa3.kbbinder_fs", "gtech.kbbinder_fs"]
+    assert names[-15:-12] == ["metaqa1.fs_dense_simex", "metaqa2.fs_dense_simex", "metaqa3.fs_dense_simex"]
+    # KB-BINDER last, on every pair, few-shot then zero-shot
+    pairs = ["metaqa1", "metaqa2", "metaqa3", "gtech", "geo2cinema", "cinema2geo"]
+    assert names[-12:] == [f"{p}.kbbinder_fs" for p in pairs] + [f"{p}.kbbinder_zs" for p in pairs]
     assert len(set(names)) == len(names)
     assert set(B.PAPER) == set(B.CONFIGS) == set(B.RETRIEVER_NOTE)
     assert all(c.planned == 100 for c in B.CELLS if c.name.startswith("metaqa"))
@@ -58,6 +60,7 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         assert settings[f"{p}.fs_naive"] == {**full, "retrievers": "none"}
         assert settings[f"{p}.fs_both"] == {**full, "retrievers": "bm25,dense"}
         assert settings[f"{p}.kbbinder_fs"] == {"task": full["task"], "shots": 5}
+        assert settings[f"{p}.kbbinder_zs"] == {"task": full["task"], "shots": 0}
         if p.startswith("metaqa"):  # the deviation changes the path depth only
             assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
             assert settings[f"{p}.fs_dense_simex"] == {**full, "exemplar_choice": "similarity"}
