@@ -226,7 +226,7 @@ def test_static_exemplars_are_the_same_for_every_question(tmp_path, tmp_cache):
 
 def test_similarity_exemplars_are_the_closest_last(tmp_path, tmp_cache):
     """The deviation exemplar_choice=similarity: the same 5 few-shot exemplars, the closest last (right
-    before the question); it differs between questions; an unknown choice is an error."""
+    before the question); an unknown choice is an error."""
     task = F.get_task(TASK)
     q = task.test[0]
     backend, ctx = _run(tmp_path / "sim", {"shots": 5, "retrievers": "none", "exemplar_choice": "similarity"},
