@@ -57,7 +57,6 @@ CONFIGS = {
     "kbbinder_fs": ("kbbinder", ("shots=5",), "KB-BINDER(-R), 6 drafts voted, few-shot"),
     "kbbinder_zs": ("kbbinder", ("shots=0",), "KB-BINDER(-R), 6 drafts voted, zero-shot (source exemplars)"),
 }
-
 METAQA = ("metaqa1", "metaqa2", "metaqa3")
 ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
