@@ -64,17 +64,27 @@ def _disambiguate(question: str, span: str, iris: list[str], kg, embedder) -> Me
     return Mention(span, cands[0]["iri"], cands[0]["label"], cands)
 
 
-def _spans(question: str, max_len: int = 7) -> list[tuple[int, int, str]]:
-    """Word n-grams, longest first; a span ending in a possessive is also tried without it
-    ("Nolan's" → "Nolan", while "Ocean's Eleven" stays whole)."""
-    words = re.findall(r"[\w'’.\-:&]+|[^\w\s]", question.rstrip("?.! "))
+_TOKEN = re.compile(r"[\w'’.\-:&]+|[^\w\s]")
+
+
+def _spans(question: str, max_len: int = 12) -> list[tuple[int, int, str]]:
+    """Word n-grams, longest first, as the question writes them ("(2001)", not "( 2001 )"), without
+    the question's closing punctuation; a span ending in a possessive is also tried without it
+    ("Nolan's" → "Nolan", while "Ocean's Eleven" stays whole), and a span that ends the question is
+    first tried with its closing punctuation, so a title that ends in "?" or "!" is found ("which
+    person directed Where Were You When the Lights Went Out?")."""
+    body = question.rstrip("?.! ")
+    toks = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(body)]
     out = []
-    for n in range(min(max_len, len(words)), 0, -1):
-        for i in range(len(words) - n + 1):
-            ws = words[i:i + n]
+    for n in range(min(max_len, len(toks)), 0, -1):
+        for i in range(len(toks) - n + 1):
+            ws = [t[2] for t in toks[i:i + n]]
             if all(w.lower() in _STOP or not any(ch.isalnum() for ch in w) for w in ws):
                 continue
-            span = " ".join(ws).strip(" ,;")
+            start = toks[i][0]
+            span = body[start:toks[i + n - 1][1]].strip(" ,;")
+            if i + n == len(toks) and question.rstrip() != body:
+                out.append((i, i + n, question[start:].rstrip()))
             out.append((i, i + n, span))
             if span.endswith(("'s", "’s")):
                 out.append((i, i + n, span[:-2]))
@@ -104,7 +114,7 @@ def link_entities(question: Question, kg, embedder=None, *, oracle: bool = False
     for i, j, span in _spans(question.question):
         if taken & set(range(i, j)):
             continue
-        if j - i == 1 and not (span[:1].isupper() or span[:1].isdigit()) and (cased or len(span) < 4):
+        if j - i == 1 and not (span[:1].isupper() or span[:1].isdigit()) and (cased or len(span.rstrip("?.! ")) < 4):
             continue
         hits = [iri for iri, score, _ in kg.lookup(span, fuzzy=False) if score >= 0.99]
         if not hits:
