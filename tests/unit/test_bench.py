@@ -222,9 +222,10 @@ def test_cli_bench_list_report_check_and_run_estimate(capsys):
     assert capsys.readouterr().err.startswith("error: unknown benchmark table 'no_such_table'")
 
 
-def test_cli_bench_run_cells_picks_cells_and_names_a_typo(capsys):
+def test_cli_bench_run_cells_picks_cells_and_names_a_typo(capsys, tmp_path, monkeypatch):
     from kgqa_lib.cli import main
 
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))  # no records: every cell is still to run
     assert main(["bench", "run", "fusic", "--cells", "metaqa2.fs_dense", "gtech.fs_naive"]) == 0
     out = capsys.readouterr().out
     estimated = [ln.split(":")[0].strip() for ln in out.splitlines() if ln.startswith("  ")]  # one line per cell
