@@ -1,0 +1,32 @@
+"""The peer-baseline tables' record stripping and ToG profile (kgqa_lib.bench.baselines)."""
+
+from kgqa_lib.bench import baselines
+
+
+def _tog_record(qid, stopped, answer_from, scorings):
+    steps = [{"depth": 1, "entities": [{"called": called, "scores": scores} for called, scores in scorings]}]
+    return {"qid": qid, "question": "secret question text", "metrics": {"hits@1": 0.0}, "prediction": ["x"],
+            "trace": [{"name": "beam_search", "output": {"steps": steps, "stopped": stopped}, "seconds": 1.0},
+                      {"name": "summary", "output": {"stopped": stopped, "answer_from": answer_from, "depth_reached": 1,
+                                                     "calls": {"entities": 1}, "llm_calls": 2,
+                                                     "errors": {"judge_unparsed": 1}}, "seconds": 0.0}]}
+
+
+def test_strip_keeps_tog_counts_and_drops_text():
+    r = _tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0]), (True, [0.0, 0.4]), (False, [1.0])])
+    s = baselines.strip(r)
+    assert "question" not in s and s["prediction"] == ["(answered)"] and s["stripped"]
+    assert s["summary"]["tog_scorings"] == {"called": 2, "all_zero": 1}
+    assert s["summary"]["tog"]["stopped"] == "beam_empty"
+    assert all(set(t) == {"name", "seconds"} for t in s["trace"])
+
+
+def test_tog_profile_counts_sources_stops_and_zero_scorings_on_stripped_and_whole_records():
+    whole = [_tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0, 0.0])]),
+             _tog_record("q2", "judged_sufficient", "judge", [(True, [0.2, 0.8]), (True, [0.0, 0.0])]),
+             _tog_record("q3", "beam_empty", "own_knowledge", [])]
+    stripped = [baselines.strip(r) for r in whole]
+    for recs in (whole, stripped):
+        prof = baselines._tog_profile(recs)
+        assert prof == ("own_knowledge 2, judge 1; stopped: beam_empty 2, judged_sufficient 1; "
+                        "entity scorings all 0: 2 of 3; malformed: judge_unparsed 3"), prof
