@@ -4,7 +4,7 @@ KB-BINDER on the FuSIC transfer pairs is a cell of the FuSIC table (same questio
 
 MetaQA records are stripped (:func:`strip`): ids, metrics, costs, the per-stage seconds and, for
 ToG, its summary counts (depth, where the answer came from, why the search stopped, calls by
-kind, malformed outputs, entity-scoring calls and those that rated every candidate 0);
+kind, malformed outputs, entity-scoring calls and those that rated every candidate 0 or all alike);
 for KB-BINDER the vote's counts — no question text, no entity names. Mini-world records are saved whole."""
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def _summary(r: dict[str, Any]) -> dict[str, Any]:
         o = s.get("output")
         if s["name"] == "summary" and isinstance(o, dict):
             out["tog"] = {k: o.get(k) for k in ("stopped", "answer_from", "depth_reached", "calls", "llm_calls", "errors")}
-        elif s["name"] == "beam_search" and isinstance(o, dict):  # entity-scoring calls, and those that scored all 0
+        elif s["name"] == "beam_search" and isinstance(o, dict):  # entity-scoring calls; those that told nothing apart
             called = [e for st in o.get("steps") or [] for e in st.get("entities") or [] if e.get("called")]
-            out["tog_scorings"] = {"called": len(called),
-                                   "all_zero": sum(1 for e in called if e.get("scores") and not any(e["scores"]))}
+            out["tog_scorings"] = {
+                "called": len(called),
+                "all_zero": sum(1 for e in called if e.get("scores") and not any(e["scores"])),
+                "all_equal": sum(1 for e in called if e.get("scores") and any(e["scores"]) and len(set(e["scores"])) == 1)}
         elif s["name"] == "vote" and isinstance(o, dict):
             out["vote"] = {"statuses": o.get("statuses"), "winner": o.get("winner"),
                            "answer_sets": len(o.get("tally") or []),
@@ -65,7 +67,8 @@ def _costs(recs: list[dict[str, Any]]) -> str:
 
 def _tog_profile(recs: list[dict[str, Any]]) -> str:
     """Where ToG's answers came from, why its search stopped, how many entity-scoring calls rated
-    every candidate 0 (ToG then drops them all: the beam can empty) and the malformed outputs."""
+    every candidate 0 (ToG then drops them all: the beam can empty) or all alike (they tell nothing
+    apart: the relation's score decides), and the malformed outputs."""
     summaries = [r["summary"] if "summary" in r else _summary(r) for r in recs]  # mini-world records are whole
     tog = [x.get("tog", {}) for x in summaries]
     src = Counter(t.get("answer_from") for t in tog)
@@ -74,8 +77,8 @@ def _tog_profile(recs: list[dict[str, Any]]) -> str:
     for t in tog:
         errs.update(t.get("errors") or {})
     sc = [x["tog_scorings"] for x in summaries if x.get("tog_scorings")]
-    zero = (f"; entity scorings all 0: {sum(x['all_zero'] for x in sc)} of {sum(x['called'] for x in sc)}"
-            if sc else "")
+    zero = (f"; entity scorings all 0: {sum(x['all_zero'] for x in sc)}, all equal (> 0): "
+            f"{sum(x.get('all_equal', 0) for x in sc)}, of {sum(x['called'] for x in sc)}" if sc else "")
     return (", ".join(f"{k} {v}" for k, v in src.most_common() if k) or "—") + \
         ("; stopped: " + ", ".join(f"{k} {v}" for k, v in stopped.most_common() if k) if any(stopped) else "") + zero + \
         ("; malformed: " + ", ".join(f"{k} {v}" for k, v in errs.most_common()) if errs else "")

@@ -13,20 +13,21 @@ def _tog_record(qid, stopped, answer_from, scorings):
 
 
 def test_strip_keeps_tog_counts_and_drops_text():
-    r = _tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0]), (True, [0.0, 0.4]), (False, [1.0])])
+    r = _tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0]), (True, [0.0, 0.4]), (False, [1.0]),
+                                                          (True, [0.25, 0.25])])
     s = baselines.strip(r)
     assert "question" not in s and s["prediction"] == ["(answered)"] and s["stripped"]
-    assert s["summary"]["tog_scorings"] == {"called": 2, "all_zero": 1}
+    assert s["summary"]["tog_scorings"] == {"called": 3, "all_zero": 1, "all_equal": 1}
     assert s["summary"]["tog"]["stopped"] == "beam_empty"
     assert all(set(t) == {"name", "seconds"} for t in s["trace"])
 
 
 def test_tog_profile_counts_sources_stops_and_zero_scorings_on_stripped_and_whole_records():
     whole = [_tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0, 0.0])]),
-             _tog_record("q2", "judged_sufficient", "judge", [(True, [0.2, 0.8]), (True, [0.0, 0.0])]),
+             _tog_record("q2", "judged_sufficient", "judge", [(True, [0.2, 0.8]), (True, [0.0, 0.0]), (True, [0.3, 0.3])]),
              _tog_record("q3", "beam_empty", "own_knowledge", [])]
     stripped = [baselines.strip(r) for r in whole]
     for recs in (whole, stripped):
         prof = baselines._tog_profile(recs)
         assert prof == ("own_knowledge 2, judge 1; stopped: beam_empty 2, judged_sufficient 1; "
-                        "entity scorings all 0: 2 of 3; malformed: judge_unparsed 3"), prof
+                        "entity scorings all 0: 2, all equal (> 0): 1, of 4; malformed: judge_unparsed 3"), prof
