@@ -1,10 +1,11 @@
 """Two kinds of error that are not a method's wrong answer.
 
 * :class:`InfrastructureError` — the infrastructure failed (LLM endpoint unreachable/5xx/timeout
-  after the client's retries, SPARQL endpoint down, replay miss). Not an answer: the runner leaves
-  the question unanswered (no record), the next resume retries it, and the run exits non-zero.
-  This is the one place that classifies them: ``llm.LLMEndpointError``, ``llm.ReplayMiss`` and
-  ``remote.EndpointError`` derive from it. Code that turns exceptions into data (a method's
+  after the client's retries, SPARQL endpoint down, replay miss, the embedded KG's on-disk store
+  corrupted or unreadable). Not an answer: the runner leaves the question unanswered (no record),
+  the next resume retries it, and the run exits non-zero. This is the one place that classifies
+  them: ``llm.LLMEndpointError``, ``llm.ReplayMiss``, ``remote.EndpointError`` and
+  ``kg.graph.KGStoreError`` derive from it. Code that turns exceptions into data (a method's
   feedback loop) must let it through: ``except InfrastructureError: raise`` before a broad
   ``except Exception``. What stays a scored answer: anything about the question or the LLM's
   output — unparseable output, an empty result, a rejected or timed-out LLM-written query

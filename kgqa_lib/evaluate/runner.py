@@ -10,7 +10,8 @@ What a run file can be trusted for:
 
 * **Only answers are recorded.** A question stopped by the infrastructure (an
   :class:`~kgqa_lib.errors.InfrastructureError`: LLM endpoint unreachable/5xx/timeout after the
-  client's retries, SPARQL endpoint down, replay miss) gets *no line*: it is not scored, not counted
+  client's retries, SPARQL endpoint down, replay miss, the embedded KG's on-disk store corrupted or
+  unreadable) gets *no line*: it is not scored, not counted
   by the report, and the next resume runs it. After ``MAX_CONSECUTIVE_OUTAGES`` such failures in a
   row the run stops (an endpoint that is down fails every question); ``run`` then raises
   :class:`RunIncomplete` with a one-line summary (the CLI prints it and exits 3). A method's own
@@ -40,6 +41,7 @@ from typing import Any, Callable, Iterable
 
 from ..data.datasets import Dataset
 from ..errors import InfrastructureError, UserError
+from ..kg.graph import store_failure
 from ..llm.chat import ReplayMiss, track_usage
 from ..llm.prompting import load_prompt
 from ..methods import Context, MethodResult, get_method
@@ -291,10 +293,12 @@ class _RunLock:
 #: is down would fail every remaining question (each after the client's retries).
 MAX_CONSECUTIVE_OUTAGES = 3
 
-# Errors an older runner recorded as scored answers although the infrastructure failed: a resume
-# runs those questions again (and drops the old records).
-_LEGACY_OUTAGE = re.compile(r"^exception:(EndpointError|LLMEndpointError|ReplayMiss|APIConnectionError|"
-                            r"APITimeoutError|InternalServerError|RateLimitError):")
+# Errors an older runner recorded as scored answers although the infrastructure failed (endpoint
+# outages; a corrupted embedded store, RocksDB's "Corruption:"/"IO error:"): a resume runs those
+# questions again (and drops the old records).
+_LEGACY_OUTAGE = re.compile(r"^exception:(?:(?:EndpointError|LLMEndpointError|ReplayMiss|APIConnectionError|"
+                            r"APITimeoutError|InternalServerError|RateLimitError):|"
+                            r"(?:RuntimeError|OSError): (?:[^:]*: ){0,2}(?:Corruption|IO error): )")
 
 
 class RunIncomplete(RuntimeError):
@@ -387,8 +391,9 @@ def _redact(text: str) -> str:
 
 def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, Any]]:
     """Run one question and measure it; an exception inside the method becomes a recorded error,
-    except an :class:`~kgqa_lib.errors.InfrastructureError` (endpoint down, replay miss), which is
-    raised: the question was not answered."""
+    except an :class:`~kgqa_lib.errors.InfrastructureError` (endpoint down, replay miss, the KG's
+    store failing: :func:`~kgqa_lib.kg.graph.store_failure`), which is raised: the question was not
+    answered."""
     fn = get_method(method)
     kg = ctx.kg
     kg_before = kg.snapshot() if isinstance(kg, Metered) else (0, 0.0)
@@ -399,6 +404,9 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
         except InfrastructureError:
             raise
         except Exception as exc:  # noqa: BLE001 - a method failure is data, the run goes on
+            failed = store_failure(exc)  # ... unless the KG's own store failed under it
+            if failed is not None:
+                raise failed from exc
             result = MethodResult([], "", [], f"exception:{type(exc).__name__}: {_redact(str(exc))[:300]}")
     seconds = time.perf_counter() - t
     kg_after = kg.snapshot() if isinstance(kg, Metered) else (0, 0.0)

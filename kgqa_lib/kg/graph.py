@@ -9,18 +9,20 @@ plain rdflib); the hot paths (neighbourhoods, path walks) go straight to the und
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import time
 import unicodedata
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 from urllib.parse import quote, unquote
 
 import pyoxigraph as ox
 
-from ..errors import UserError
+from ..errors import InfrastructureError, UserError
 
 # The read-only guard for queries the LLM writes (rdflib's parser + a tokenizer); its names are
 # re-exported here, where callers have always found them.
@@ -391,10 +393,13 @@ class EmbeddedKG(KGBase):
             raise QueryTimeout(f"SPARQL query exceeded {timeout:.1f} s (stopped)") from None
         except WorkerDied as exc:
             raise QueryRejected(f"the query crashed the query engine ({exc}); write a simpler query") from None
+        except OSError as exc:  # the worker could not open the store
+            raise store_failure(exc, self.store_dir) or exc
         if out.get("error") == "syntax":
             raise QueryRejected(f"SPARQL does not parse: {out['message']}")
         if "error" in out:
-            raise OSError(f"the query failed in the store: {out['error']}: {out['message']}")
+            exc = OSError(f"the query failed in the store: {out['error']}: {out['message']}")
+            raise store_failure(exc, self.store_dir) or exc
         seconds = time.perf_counter() - started
         if "boolean" in out:
             return QueryResult([], [], boolean=out["boolean"], seconds=seconds)
@@ -462,15 +467,21 @@ def _open_store(store_dir: Path) -> ox.Store:
         return ox.Store.read_only(str(store_dir))
 
 
-def _reuse(store_dir: Path | None, sources: Sequence[Path]) -> tuple[bool, Path | None]:
-    if store_dir is None:
-        return False, None
-    store_dir = Path(store_dir)
+def _reuse(store_dir: Path, sources: Sequence[Path]) -> bool:
+    """Whether ``store_dir`` holds a store built from ``sources`` as they are now; if not, the
+    folder is emptied (only a folder we made) and claimed for a new build."""
     marker = store_dir / ".kgqa-source"
     if marker.exists() and marker.read_text().strip() == _file_hash(sources):
-        return True, marker
-    # Only a folder we made may be rebuilt: ``.kgqa-source`` (a built store) or ``.kgqa-store``
-    # (claimed before building, so an interrupted build can be rebuilt too). Anything else is the user's.
+        return True
+    _reset(store_dir)
+    return False
+
+
+def _reset(store_dir: Path) -> None:
+    """Empty ``store_dir`` and claim it for a build. Only a folder we made may be emptied:
+    ``.kgqa-source`` (a built store) or ``.kgqa-store`` (claimed before building, so an interrupted
+    build can be rebuilt too). Anything else is the user's."""
+    marker = store_dir / ".kgqa-source"
     ours = marker.exists() or (store_dir / _STORE_CLAIM).exists()
     if store_dir.exists() and not ours and (not store_dir.is_dir() or any(store_dir.iterdir())):
         raise StoreDirNotOurs(
@@ -483,7 +494,92 @@ def _reuse(store_dir: Path | None, sources: Sequence[Path]) -> tuple[bool, Path 
         shutil.rmtree(store_dir)
     store_dir.mkdir(parents=True)
     (store_dir / _STORE_CLAIM).write_text("a kgqa KG store (kgqa_lib.kg); rebuilt when its source changes\n")
-    return False, marker
+
+
+@contextmanager
+def _build_lock(store_dir: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``.<store>.build-lock`` beside the store, held while a process
+    checks, (re)builds and opens it: a second process started at the same moment (two benchmark
+    lanes, a notebook beside a run) waits, then reuses the built store, instead of emptying the
+    folder under the first one's build. The lock file stays (removing it would race)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        yield
+        return
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store_dir.parent / f".{store_dir.name}.build-lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _load_cached(store_dir: str | Path | None, sources: Sequence[Path], make: Callable[[Path | None], "EmbeddedKG"],
+                 fill: Callable[["EmbeddedKG"], None]) -> "EmbeddedKG":
+    """The KG from ``sources``: in memory without ``store_dir``; with it, built on disk once and
+    reused (one handle per process) while the sources are unchanged. A built store that no longer
+    opens (RocksDB reports corruption or an I/O error: a crash mid-write, a disk fault) is rebuilt."""
+    if store_dir is None:
+        kg = make(None)
+        fill(kg)
+        return kg
+    store_dir = Path(store_dir)
+    key = str(store_dir.resolve())
+    with _build_lock(store_dir):
+        reuse = _reuse(store_dir, sources)
+        if reuse and key in _OPEN:
+            return _OPEN[key]
+        try:
+            kg = make(store_dir)
+        except (OSError, RuntimeError) as exc:
+            if not reuse or store_failure(exc) is None:
+                raise
+            import warnings
+
+            warnings.warn(f"the KG store at {store_dir} does not open ({str(exc).splitlines()[0][:160]}); rebuilding it",
+                          stacklevel=3)
+            _reset(store_dir)
+            reuse = False
+            kg = make(store_dir)
+        if not reuse:
+            fill(kg)
+            (store_dir / ".kgqa-source").write_text(_file_hash(sources))
+        _OPEN[key] = kg
+        return kg
+
+
+#: RocksDB's status prefixes for a store that cannot serve reads (pyoxigraph passes them on in the
+#: exception's text): the store failed, not the query.
+_STORE_FAILURE = re.compile(r"(?:^|: )(?:Corruption|IO error|Shutdown in progress|Operation aborted): ")
+
+
+class KGStoreError(InfrastructureError, RuntimeError):
+    """The embedded KG's on-disk store failed (RocksDB corruption, an I/O error): not an answer.
+    The runner leaves the question unanswered and stops after a few in a row."""
+
+
+def store_failure(exc: BaseException, store_dir: Path | None = None) -> KGStoreError | None:
+    """``exc`` (or an exception it was raised from) as a :class:`KGStoreError` when its text is a
+    RocksDB store failure; None for anything else (a query's own error stays the query's)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, KGStoreError):
+            return cur
+        text = str(cur).strip()
+        if isinstance(cur, (OSError, RuntimeError)) and _STORE_FAILURE.search(text):
+            where = f"the KG store at {store_dir}" if store_dir else "the embedded KG store"
+            first = text.splitlines()[0][:200]
+            fix = (f"stop the processes using it, delete {store_dir} and run again (it is rebuilt)" if store_dir
+                   else "stop the processes using it, delete its folder under the kgqa cache (kg/<name>) and run again")
+            out = KGStoreError(f"{where} failed: {first} — {fix}", summary=f"{where} failed ({first[:80]})")
+            out.__cause__ = exc
+            return out
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 _STORE_CLAIM = ".kgqa-store"
@@ -528,17 +624,12 @@ def load_metaqa_kb(path: str | Path, store_dir: str | Path | None = None, name: 
     ``http://kgqa.local/<name>/entity/`` with an rdfs:label; the same string is the same node.
     With ``store_dir`` the on-disk store is built once and reused while the file is unchanged."""
     path = Path(path)
-    reuse, marker = _reuse(Path(store_dir) if store_dir else None, [path])
-    if reuse and str(Path(store_dir).resolve()) in _OPEN:
-        return _OPEN[str(Path(store_dir).resolve())]
-    kg = EmbeddedKG(store_dir, namespace=f"http://kgqa.local/{name}/", name=name)
-    if not reuse:
+    name_ns = f"http://kgqa.local/{name}/"
+
+    def fill(kg: EmbeddedKG) -> None:
         kg.load_ntriples(triples_to_ntriples(read_metaqa_rows(path), kg.entity_ns, kg.relation_ns))
-        if marker:
-            marker.write_text(_file_hash([path]))
-    if store_dir:
-        _OPEN[str(Path(store_dir).resolve())] = kg
-    return kg
+
+    return _load_cached(store_dir, [path], lambda d: EmbeddedKG(d, namespace=name_ns, name=name), fill)
 
 
 def load_rdf(paths: str | Path | Sequence[str | Path], store_dir: str | Path | None = None,
@@ -546,19 +637,13 @@ def load_rdf(paths: str | Path | Sequence[str | Path], store_dir: str | Path | N
     """Load N-Triples (``.nt``) or Turtle (``.ttl``) files; ``kg_options`` go to :class:`EmbeddedKG`
     (naming predicates, entity/relation namespaces)."""
     paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
-    reuse, marker = _reuse(Path(store_dir) if store_dir else None, paths)
-    if reuse and str(Path(store_dir).resolve()) in _OPEN:
-        return _OPEN[str(Path(store_dir).resolve())]
-    kg = EmbeddedKG(store_dir, namespace=namespace, name=name, **kg_options)
-    if not reuse:
+
+    def fill(kg: EmbeddedKG) -> None:
         for p in paths:
             fmt = ox.RdfFormat.TURTLE if p.suffix in (".ttl", ".turtle") else ox.RdfFormat.N_TRIPLES
             kg.load_ntriples(p, fmt)
-        if marker:
-            marker.write_text(_file_hash(paths))
-    if store_dir:
-        _OPEN[str(Path(store_dir).resolve())] = kg
-    return kg
+
+    return _load_cached(store_dir, paths, lambda d: EmbeddedKG(d, namespace=namespace, name=name, **kg_options), fill)
 
 
 def from_triples(rows: Iterable[tuple[str, str, str]], name: str = "kg") -> EmbeddedKG:

@@ -1,4 +1,5 @@
 import json
+import os
 import time
 
 import pytest
@@ -128,6 +129,62 @@ def test_metaqa_loader_and_on_disk_reuse(tmp_path):
     kg2 = load_metaqa_kb(kb, store_dir=store)  # reused, not rebuilt
     assert (store / ".kgqa-source").read_text() == marker_before
     assert sorted(kg2.label(x) for x in kg2.follow_path(kg2.entity_iri("Michael Mann"), ["^directed_by"])) == ["Heat", "Thief"]
+
+
+_LOAD_WHEN_TOLD = """
+import sys, time
+from pathlib import Path
+go = Path(sys.argv[1])
+while not go.exists():
+    time.sleep(0.01)
+from kgqa_lib.kg.graph import load_metaqa_kb
+kg = load_metaqa_kb(Path(sys.argv[2]), store_dir=Path(sys.argv[3]))
+print(len(kg), len(kg.follow_path(kg.entity_iri("Person 3"), ["^directed_by"])))
+"""
+
+
+def _films_kb(path, n):
+    path.write_text("".join(f"Film {i}|directed_by|Person {i % 97}\nFilm {i}|release_year|{1900 + i % 120}\n" for i in range(n)))
+
+
+def _load_in(tmp_path, kb, store, *, together=1):
+    """``together`` fresh processes loading the same store at the same moment; their outputs."""
+    import subprocess
+    import sys
+
+    go = tmp_path / f"go-{time.time_ns()}"
+    script = tmp_path / "load.py"
+    script.write_text(_LOAD_WHEN_TOLD)
+    procs = [subprocess.Popen([sys.executable, "-W", "always", str(script), str(go), str(kb), str(store)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(together)]
+    time.sleep(3)  # every process imported and waiting
+    go.touch()
+    return [p.communicate(timeout=600) + (p.returncode,) for p in procs]
+
+
+def test_two_processes_rebuilding_a_changed_store_at_once_both_get_the_kg(tmp_path):
+    """Two benchmark lanes started together after the KB file changed: both saw the old marker, the
+    second emptied the folder under the first one's build, and one lane recorded 52 answers from a
+    corrupted store. The build lock makes the second wait and reuse the first one's build."""
+    kb, store = tmp_path / "kb.txt", tmp_path / "store"
+    _films_kb(kb, 20000)
+    assert [o[0].split() for o in _load_in(tmp_path, kb, store)] == [["60217", "207"]]
+    _films_kb(kb, 20001)  # the source changed: the next loads rebuild
+    os.utime(kb, (time.time() + 60, time.time() + 60))
+    outs = _load_in(tmp_path, kb, store, together=2)
+    assert [(o[0].split(), o[2]) for o in outs] == [(["60220", "207"], 0)] * 2, [o[1][-300:] for o in outs]
+
+
+def test_a_store_that_no_longer_opens_is_rebuilt(tmp_path):
+    kb, store = tmp_path / "kb.txt", tmp_path / "store"
+    _films_kb(kb, 3000)
+    assert _load_in(tmp_path, kb, store)[0][0].split() == ["9217", "31"]
+    biggest = max(store.glob("*.sst"), key=lambda f: f.stat().st_size)
+    with open(biggest, "r+b") as fh:  # a crash mid-write, a disk fault: RocksDB reports "Corruption: …"
+        fh.truncate(100)
+    out, err, code = _load_in(tmp_path, kb, store)[0]
+    assert code == 0 and out.split() == ["9217", "31"], err[-500:]
+    assert "does not open (Corruption: " in err and "rebuilding it" in err
 
 
 def test_ntriples_and_turtle(tmp_path):

@@ -282,6 +282,91 @@ def test_fusic_execution_lets_an_endpoint_outage_through():
         execute_query("SELECT ?x WHERE { ?x ?p ?o }", DownKG(), PROFILES["tiny"])
 
 
+def test_a_failing_kg_store_is_not_an_answer_and_resume_retries(tmp_path):
+    """A lane opened the MetaQA store while another rebuilt it: 52 questions were recorded as
+    `exception:RuntimeError: Corruption: block checksum mismatch …`, scored 0 and skipped by resumes."""
+    down = {"on": True}
+
+    @register_method("_store_corrupt")
+    def _m(q, ctx):
+        if down["on"]:
+            raise RuntimeError("Corruption: block checksum mismatch: stored = 1, computed = 2, type = 4  in /c/kg/metaqa/000014.sst")
+        r = ctx.llm.chat(q.question)
+        return MethodResult([r.text.strip("{}")], r.text)
+
+    out = tmp_path / "run.jsonl"
+    with pytest.raises(R.RunIncomplete) as ei:
+        run("_store_corrupt", _ds(6), _ctx(tmp_path), out, progress=False)
+    msg = str(ei.value)
+    assert read_records(out) == [] and "\n" not in msg
+    assert msg.startswith(f"6 questions not answered (stopped after {R.MAX_CONSECUTIVE_OUTAGES} failures in a row)"), msg
+    assert "the embedded KG store failed (Corruption: block checksum mismatch" in msg, msg
+    down["on"] = False
+    assert [r["error"] for r in run("_store_corrupt", _ds(6), _ctx(tmp_path), out, progress=False)] == [None] * 6
+
+
+@pytest.mark.parametrize("error", ["exception:RuntimeError: Corruption: block checksum mismatch: stored = 1",
+                                   "exception:OSError: the query failed in the store: RuntimeError: IO error: EIO"])
+def test_records_of_a_failing_store_from_the_old_runner_are_retried(tmp_path, error):
+    out = tmp_path / "run.jsonl"
+    run("_echo_last_word", _ds(3), _ctx(tmp_path), out, progress=False)
+    recs = read_records(out)
+    recs[2] = {**recs[2], "prediction": [], "metrics": {"hits@1": 0.0}, "error": error}
+    out.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ctx = _ctx(tmp_path)
+    again = run("_echo_last_word", _ds(3), ctx, out, progress=False)
+    assert ctx.llm.usage.calls == 1 and again[2]["error"] is None and len(read_records(out, dedupe=False)) == 3
+
+
+def test_a_query_error_that_only_mentions_corruption_stays_the_methods():
+    from kgqa_lib.kg.graph import KGStoreError, store_failure
+
+    assert store_failure(ValueError("Corruption: x")) is None  # not the store's exception type
+    assert store_failure(RuntimeError("the film 'Corruption: a love story' has no year")) is None
+    assert store_failure(OSError("the query failed in the store: RuntimeError: Type error")) is None
+    inner = RuntimeError("IO error: No space left on device")
+    try:
+        try:
+            raise inner
+        except RuntimeError as exc:
+            raise KeyError("lookup") from exc
+    except KeyError as outer:
+        found = store_failure(outer)
+    assert isinstance(found, KGStoreError) and found.__cause__ is not None and "No space left" in found.short()
+
+
+def test_fusic_execution_lets_a_failing_kg_store_through(tmp_path):
+    """An EmbeddedKG whose worker reports a RocksDB corruption raises KGStoreError, which the FuSIC
+    execution (KB-BINDER's too) lets through instead of feeding it back to the LLM as a parse error."""
+    from kgqa_lib.kg.graph import KGStoreError, load_rdf
+    from kgqa_lib.methods.fusic import PROFILES, execute_query
+
+    (tmp_path / "a.nt").write_text('<http://ex/a> <http://ex/p> <http://ex/b> .\n')
+    kg = load_rdf(tmp_path / "a.nt", store_dir=tmp_path / "store")
+    assert kg.sparql("SELECT ?o WHERE { <http://ex/a> <http://ex/p> ?o }").rows == [{"o": "http://ex/b"}]
+
+    class Broken:
+        def run(self, *a, **k):
+            return {"error": "RuntimeError", "message": "Corruption: block checksum mismatch in /x/000014.sst"}
+
+    kg._workers = Broken()
+    with pytest.raises(KGStoreError, match=r"the KG store at .*store failed: .*Corruption.* delete .* run again"):
+        kg.sparql("SELECT ?o WHERE { ?s ?p ?o }")
+
+    class HasTerms:
+        def __init__(self, kg):
+            self.kg = kg
+
+        def sparql(self, *a, **k):
+            return self.kg.sparql(*a, **k)
+
+        def has_term(self, iri):
+            return True
+
+    with pytest.raises(KGStoreError):
+        execute_query("SELECT ?x WHERE { ?x ?p ?o }", HasTerms(kg), PROFILES["tiny"])
+
+
 class _Crash(BaseException):
     pass
 
