@@ -66,13 +66,20 @@ def _costs(recs: list[dict[str, Any]]) -> str:
 
 
 def _tog_profile(recs: list[dict[str, Any]]) -> str:
-    """Where ToG's answers came from, why its search stopped, how many entity-scoring calls rated
-    every candidate 0 (ToG then drops them all: the beam can empty) or all alike (they tell nothing
-    apart: the relation's score decides), and the malformed outputs."""
+    """Where ToG's answers came from, why its search stopped (for the judge's stops, at which depth:
+    on a k-hop question a stop above depth k answers before the paths can reach the answer), how
+    many entity-scoring calls rated every candidate 0 (ToG then drops them all: the beam can empty)
+    or all alike (they tell nothing apart: the relation's score decides), and the malformed outputs."""
     summaries = [r["summary"] if "summary" in r else _summary(r) for r in recs]  # mini-world records are whole
     tog = [x.get("tog", {}) for x in summaries]
     src = Counter(t.get("answer_from") for t in tog)
     stopped = Counter(t.get("stopped") for t in tog)
+    judged_at = Counter(t.get("depth_reached") for t in tog if t.get("stopped") == "judged_sufficient")
+
+    def stop(k: str, v: int) -> str:
+        at = ", ".join(f"{d}: {n}" for d, n in sorted(judged_at.items(), key=lambda x: (x[0] is None, x[0] or 0)))
+        return f"{k} {v}" + (f" (at depth {at})" if k == "judged_sufficient" and at else "")
+
     errs: Counter = Counter()
     for t in tog:
         errs.update(t.get("errors") or {})
@@ -80,7 +87,7 @@ def _tog_profile(recs: list[dict[str, Any]]) -> str:
     zero = (f"; entity scorings all 0: {sum(x['all_zero'] for x in sc)}, all equal (> 0): "
             f"{sum(x.get('all_equal', 0) for x in sc)}, of {sum(x['called'] for x in sc)}" if sc else "")
     return (", ".join(f"{k} {v}" for k, v in src.most_common() if k) or "—") + \
-        ("; stopped: " + ", ".join(f"{k} {v}" for k, v in stopped.most_common() if k) if any(stopped) else "") + zero + \
+        ("; stopped: " + ", ".join(stop(k, v) for k, v in stopped.most_common() if k) if any(stopped) else "") + zero + \
         ("; malformed: " + ", ".join(f"{k} {v}" for k, v in errs.most_common()) if errs else "")
 
 

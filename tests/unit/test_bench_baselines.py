@@ -3,11 +3,11 @@
 from kgqa_lib.bench import baselines
 
 
-def _tog_record(qid, stopped, answer_from, scorings):
+def _tog_record(qid, stopped, answer_from, scorings, depth=1):
     steps = [{"depth": 1, "entities": [{"called": called, "scores": scores} for called, scores in scorings]}]
     return {"qid": qid, "question": "secret question text", "metrics": {"hits@1": 0.0}, "prediction": ["x"],
             "trace": [{"name": "beam_search", "output": {"steps": steps, "stopped": stopped}, "seconds": 1.0},
-                      {"name": "summary", "output": {"stopped": stopped, "answer_from": answer_from, "depth_reached": 1,
+                      {"name": "summary", "output": {"stopped": stopped, "answer_from": answer_from, "depth_reached": depth,
                                                      "calls": {"entities": 1}, "llm_calls": 2,
                                                      "errors": {"judge_unparsed": 1}}, "seconds": 0.0}]}
 
@@ -25,9 +25,11 @@ def test_strip_keeps_tog_counts_and_drops_text():
 def test_tog_profile_counts_sources_stops_and_zero_scorings_on_stripped_and_whole_records():
     whole = [_tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0, 0.0])]),
              _tog_record("q2", "judged_sufficient", "judge", [(True, [0.2, 0.8]), (True, [0.0, 0.0]), (True, [0.3, 0.3])]),
-             _tog_record("q3", "beam_empty", "own_knowledge", [])]
+             _tog_record("q3", "beam_empty", "own_knowledge", []),
+             _tog_record("q4", "judged_sufficient", "judge", [], depth=2),
+             _tog_record("q5", "judged_sufficient", "judge", [])]
     stripped = [baselines.strip(r) for r in whole]
     for recs in (whole, stripped):
         prof = baselines._tog_profile(recs)
-        assert prof == ("own_knowledge 2, judge 1; stopped: beam_empty 2, judged_sufficient 1; "
-                        "entity scorings all 0: 2, all equal (> 0): 1, of 4; malformed: judge_unparsed 3"), prof
+        assert prof == ("judge 3, own_knowledge 2; stopped: judged_sufficient 3 (at depth 1: 2, 2: 1), beam_empty 2; "
+                        "entity scorings all 0: 2, all equal (> 0): 1, of 4; malformed: judge_unparsed 5"), prof
