@@ -461,10 +461,19 @@ def _open_store(store_dir: Path) -> ox.Store:
     try:
         return ox.Store(str(store_dir))
     except OSError as exc:
-        if "lock" not in str(exc).lower() or not (store_dir / ".kgqa-source").exists():
+        if "lock" not in str(exc).lower():
+            raise
+        if not (store_dir / ".kgqa-source").exists():
             raise OSError(f"{exc} — another process is building the KG store at {store_dir}; wait for it "
                           "to finish (or set KGQA_CACHE_DIR to use a separate cache)") from exc
+    try:
         return ox.Store.read_only(str(store_dir))
+    except (OSError, RuntimeError) as exc:
+        if store_failure(exc) is None:
+            raise
+        first = str(exc).strip().splitlines()[0][:200]
+        raise KGStoreError(f"the KG store at {store_dir} does not open ({first}) and another process holds it: stop "
+                           "that process and run again (the store is then rebuilt)") from exc
 
 
 def _reuse(store_dir: Path, sources: Sequence[Path]) -> bool:
@@ -520,7 +529,8 @@ def _load_cached(store_dir: str | Path | None, sources: Sequence[Path], make: Ca
                  fill: Callable[["EmbeddedKG"], None]) -> "EmbeddedKG":
     """The KG from ``sources``: in memory without ``store_dir``; with it, built on disk once and
     reused (one handle per process) while the sources are unchanged. A built store that no longer
-    opens (RocksDB reports corruption or an I/O error: a crash mid-write, a disk fault) is rebuilt."""
+    opens (RocksDB reports corruption: a crash mid-write, a disk fault) is rebuilt, unless another
+    process holds it (then :class:`KGStoreError` says to stop that process first)."""
     if store_dir is None:
         kg = make(None)
         fill(kg)
@@ -533,9 +543,11 @@ def _load_cached(store_dir: str | Path | None, sources: Sequence[Path], make: Ca
             return _OPEN[key]
         try:
             kg = make(store_dir)
+        except KGStoreError:
+            raise  # read-only beside another process: not ours to rebuild now
         except (OSError, RuntimeError) as exc:
-            if not reuse or store_failure(exc) is None:
-                raise
+            if not reuse or not _STORE_CORRUPT.search(str(exc)):
+                raise  # (a lock held by another process is RocksDB's "IO error" too: never rebuilt)
             import warnings
 
             warnings.warn(f"the KG store at {store_dir} does not open ({str(exc).splitlines()[0][:160]}); rebuilding it",
@@ -553,6 +565,7 @@ def _load_cached(store_dir: str | Path | None, sources: Sequence[Path], make: Ca
 #: RocksDB's status prefixes for a store that cannot serve reads (pyoxigraph passes them on in the
 #: exception's text): the store failed, not the query.
 _STORE_FAILURE = re.compile(r"(?:^|: )(?:Corruption|IO error|Shutdown in progress|Operation aborted): ")
+_STORE_CORRUPT = re.compile(r"(?:^|: )Corruption: ")
 
 
 class KGStoreError(InfrastructureError, RuntimeError):

@@ -187,6 +187,30 @@ def test_a_store_that_no_longer_opens_is_rebuilt(tmp_path):
     assert "does not open (Corruption: " in err and "rebuilding it" in err
 
 
+def test_a_broken_store_another_process_holds_is_not_rebuilt_under_it(tmp_path):
+    import subprocess
+    import sys
+
+    kb, store = tmp_path / "kb.txt", tmp_path / "store"
+    _films_kb(kb, 3000)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys\nfrom pathlib import Path\n"
+                               "from kgqa_lib.kg.graph import load_metaqa_kb\n"
+                               f"kg = load_metaqa_kb(Path({str(kb)!r}), store_dir=Path({str(store)!r}))\n"
+                               "print(len(kg), flush=True)\nsys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().split() == ["9217"]
+        biggest = max(store.glob("*.sst"), key=lambda f: f.stat().st_size)
+        with open(biggest, "r+b") as fh:
+            fh.truncate(100)
+        files = sorted(f.name for f in store.iterdir())
+        out, err, code = _load_in(tmp_path, kb, store)[0]
+        assert code != 0 and "KGStoreError: the KG store at" in err and "another process holds it" in err, err[-800:]
+        assert set(files) <= {f.name for f in store.iterdir()}  # nothing removed under the holder (RocksDB adds a log)
+    finally:
+        holder.communicate("", timeout=60)
+
+
 def test_ntriples_and_turtle(tmp_path):
     (tmp_path / "a.ttl").write_text(
         '@prefix ex: <http://ex/> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n'
