@@ -35,7 +35,9 @@ TASKS = {
     "geo-wd>cinema-fb": ("mw-geo@wikidata", "mw-cinema@freebase"),
     "cinema-fb>geo-wd": ("mw-cinema@freebase", "mw-geo@wikidata"),
     # with KGQA_DATA_DIR (MetaQA dev): benchmark only, never committed. mw-wd>metaqa: a real KG (the
-    # WikiMovies KB) as target, one dataset per hop: fusic:mw-wd>metaqa:test-1hop (…-2hop, …-3hop)
+    # WikiMovies KB) as target, one dataset per hop: fusic:mw-wd>metaqa:test-1hop (…-2hop, …-3hop). The IRIs
+    # differ (P57 vs directed_by) but the mini-world labels its film properties with MetaQA's relation
+    # names ("directed by", "starred actors"): the relation names carry over from source to target.
     "metaqa>cinema-fb": ("metaqa", "mw-cinema@freebase"),
     "mw-wd>metaqa": ("mw-all@wikidata", "metaqa"),
     # GrailQA (KGQA_DATA_DIR): real Freebase relation names on answer-bearing slices
