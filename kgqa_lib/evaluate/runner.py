@@ -11,8 +11,8 @@ What a run file can be trusted for:
 * **Only answers are recorded.** A question stopped by the infrastructure (an
   :class:`~kgqa_lib.errors.InfrastructureError`: LLM endpoint unreachable/5xx/timeout after the
   client's retries, SPARQL endpoint down, replay miss, the embedded KG's on-disk store corrupted or
-  unreadable) gets *no line*: it is not scored, not counted
-  by the report, and the next resume runs it. After ``MAX_CONSECUTIVE_OUTAGES`` such failures in a
+  unreadable) gets *no line*: it is not scored, not counted by the report, and the next resume
+  runs it. After ``MAX_CONSECUTIVE_OUTAGES`` such failures in a
   row the run stops (an endpoint that is down fails every question); ``run`` then raises
   :class:`RunIncomplete` with a one-line summary (the CLI prints it and exits 3). A method's own
   failure (unparseable output, empty result, any other exception) stays a scored answer.
