@@ -13,11 +13,11 @@ MetaQA the same with candidate paths of up to 3 relations (``fs_dense_paths3``, 
 each paired against its depth-2 cell in the report.
 
 Every record is *stripped* (:func:`strip`): ids, metrics, costs, the calls and seconds per stage, the
-status of each generation/feedback attempt, and — computed when the record is saved, from the
-question's gold KB elements — counts only: is the gold topic linked, are the gold path / relations /
-types in each retriever's top K, its top k before re-ranking and the LLM's top k, does the final
-query use the gold relations. No question text, entity name, query or answer is kept, so the
-report regenerates from the records without the data."""
+status of each generation/feedback attempt and whether its query repeats the attempt before's, and —
+computed when the record is saved, from the question's gold KB elements — counts only: is the gold
+topic linked, are the gold path / relations / types in each retriever's top K, its top k before
+re-ranking and the LLM's top k, does the final query use the gold relations. No question text,
+entity name, query or answer is kept, so the report regenerates from the records without the data."""
 
 from __future__ import annotations
 
@@ -217,6 +217,15 @@ def gold_analysis(r: dict[str, Any]) -> dict[str, Any] | None:
             "query_gold_relations": [sum(f"<{x}>" in sparql for x in gold.relations), len(gold.relations)]}
 
 
+def _same_query(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two attempts wrote the same query (whitespace aside); without a query on either side, the
+    same reply."""
+    qa, qb = (" ".join((x.get("query") or "").split()) for x in (a, b))
+    if qa and qb:
+        return qa == qb
+    return not qa and not qb and " ".join((a.get("response") or "").split()) == " ".join((b.get("response") or "").split())
+
+
 def strip(r: dict[str, Any]) -> dict[str, Any]:
     """A record without benchmark text: see the module's doc. KB-BINDER's records as the baselines'.
     A record stripped already (restored from the saved records, then saved again) is kept as it is."""
@@ -228,8 +237,9 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     out["prediction"] = ["(answered)"] if r.get("prediction") else []
     out["stripped"] = True
     out["stages"] = _stage(r, "calls_by_stage")
-    out["attempts"] = [{"status": a.get("status"), "rows": a.get("rows"), "seconds": a.get("seconds")}
-                       for a in _stage(r, "generate_and_execute") or []]
+    attempts = _stage(r, "generate_and_execute") or []
+    out["attempts"] = [{"status": a.get("status"), "rows": a.get("rows"), "seconds": a.get("seconds"),
+                        "repeat": i > 0 and _same_query(attempts[i - 1], a)} for i, a in enumerate(attempts)]
     out["rerank"] = [{"retriever": s["output"].get("retriever"), "aspect": s["output"].get("aspect"),
                       "called": s["output"].get("called"), "error": s["output"].get("error"),
                       "n": len(s["output"].get("items") or [])}
@@ -276,6 +286,15 @@ def f1_after_rounds(recs: list[dict[str, Any]], rounds: int = 4) -> list[float]:
     attempt came at round j keeps its F1 from round j on (the rounds before it returned no answer)."""
     return [_mean([r["metrics"]["f1"] if len(r.get("attempts") or [None]) - 1 <= k else 0.0 for r in recs])
             for k in range(rounds + 1)]
+
+
+def feedback_repeats(recs: list[dict[str, Any]]) -> tuple[int | None, int]:
+    """(feedback rounds whose query repeats the round before's, feedback rounds); the first is None
+    when a record saved before ``repeat`` was kept has feedback rounds."""
+    rounds = [a for r in recs for a in (r.get("attempts") or [])[1:]]
+    if any("repeat" not in a for a in rounds):
+        return None, len(rounds)
+    return sum(bool(a["repeat"]) for a in rounds), len(rounds)
 
 
 def error_rates(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -460,22 +479,28 @@ def report(records: Records) -> str:
               "A question whose query first returned answers at round j scores its F1 from round j on (0 before). Paper, "
               "sec. 4.2.2 (FuSIC-KBQA(T,P), W→GI-T): few-shot " + " → ".join(map(str, PAPER_EGF["few-shot"]))
               + "; zero-shot " + " → ".join(map(str, PAPER_EGF["zero-shot"])) + ". `w/o EGF` cell: the same questions "
-              "run with egf_rounds=0 (its F1 should equal round 0: the first call is the same prompt).", "",
-              "| cell | n | round 0 | 1 | 2 | 3 | 4 | w/o EGF cell (same questions) |", "|---|---|---|---|---|---|---|---|"]
+              "run with egf_rounds=0 (its F1 should equal round 0: the first call is the same prompt). Feedback rounds: "
+              "all the cell's, and those whose query is the round before's again (whitespace aside): a round that "
+              "repeats its query cannot change the answer.", "",
+              "| cell | n | round 0 | 1 | 2 | 3 | 4 | feedback rounds (same query as the round before) "
+              "| w/o EGF cell (same questions) |", "|---|---|---|---|---|---|---|---|---|"]
     for c in CELLS:
         pair, config = c.name.split(".")
         recs = records(c.name)
         if CONFIGS[config][0] != "fusic" or config == "fs_dense_noegf":
             continue
         if not recs:
-            lines.append(f"| {c.name} | not run yet | | | | | | |")
+            lines.append(f"| {c.name} | not run yet | | | | | | | |")
             continue
         noegf = rec(pair, "fs_dense_noegf") if config == "fs_dense" else []
         qids = {r["qid"] for r in noegf} & {r["qid"] for r in recs}
         both = [r for r in recs if r["qid"] in qids]
         check = (f"{_pct(_mean([r['metrics']['f1'] for r in noegf if r['qid'] in qids]))} vs round 0 "
                  f"{_pct(f1_after_rounds(both)[0])} (n={len(both)})") if both else "—"
-        lines.append(f"| {c.name} | {len(recs)} | " + " | ".join(_pct(v) for v in f1_after_rounds(recs)) + f" | {check} |")
+        same, rounds = feedback_repeats(recs)
+        repeats = f"{rounds} ({'not saved' if same is None else same})" if rounds else "0"
+        lines.append(f"| {c.name} | {len(recs)} | " + " | ".join(_pct(v) for v in f1_after_rounds(recs))
+                     + f" | {repeats} | {check} |")
     lines += ["", "## Table 7 analogue: retrieval error rate (%) before and after LLM re-ranking", "",
               "Share of questions whose gold KB elements (entities excluded) are not all in: the retriever's top K (10), "
               "its own top k (the context size: one retriever 5 paths / 10 relations / 10 types, two 3/5/5), the LLM's "

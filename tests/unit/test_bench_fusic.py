@@ -132,6 +132,7 @@ def test_stripped_record_holds_counts_not_text(tmp_path, tmp_cache, request, tas
         assert secret not in text, secret
     assert s["stripped"] and s["prediction"] == ["(answered)"] and "trace" not in s and "question" not in s
     assert [a["status"] for a in s["attempts"]] == ["unanchored", "ok"]
+    assert [a["repeat"] for a in s["attempts"]] == [False, False]  # the feedback round wrote another query
     assert s["stages"]["calls"]["generation"] == 1 and s["stages"]["calls"]["feedback"] == 1
     ga = s["gold_analysis"]
     assert ga["topic_linked"] and ga["gold_hops"] == 1 and ga["query_gold_relations"] == [1, 1]
@@ -186,6 +187,19 @@ def test_f1_after_rounds_error_rates_and_funnel():
     assert B.funnel(recs, 3)["gold path short enough"] == 3  # max_path_hops=3: the 3-hop gold path is a candidate
 
 
+def test_feedback_rounds_that_repeat_their_query_are_counted():
+    gen = lambda *atts: {"qid": "q", "metrics": {"f1": 0.0}, "trace": [  # noqa: E731
+        {"name": "generate_and_execute", "output": [dict(a, status="empty", rows=0, seconds=1.0) for a in atts]}]}
+    q1, q2 = {"query": "SELECT ?x WHERE { e:A r:b ?x }"}, {"query": "SELECT ?x WHERE { ?x r:b e:A }"}
+    r = B.strip(gen(q1, dict(q1, query=q1["query"].replace(" ", "  ")), q2, q2, {"query": "", "response": "no idea"},
+                    {"query": "", "response": "no  idea"}))
+    assert [a["repeat"] for a in r["attempts"]] == [False, True, False, True, False, True]
+    assert "SELECT" not in json.dumps(r) and "idea" not in json.dumps(r)
+    assert B.feedback_repeats([r, B.strip(gen(q1))]) == (3, 5)
+    old = dict(r, attempts=[{k: v for k, v in a.items() if k != "repeat"} for a in r["attempts"]])
+    assert B.feedback_repeats([old]) == (None, 5)  # saved before `repeat` was kept: not guessed
+
+
 def test_report_from_records_and_not_run_yet():
     full = [_fake(f"q{i}", 1.0 if i % 2 else 0.0, 1 + i % 3, [_ret("dense", "path", True, True, bool(i % 2))])
             for i in range(10)]
@@ -196,7 +210,10 @@ def test_report_from_records_and_not_run_yet():
     assert "| metaqa1.fs_dense | 10 | 2.00 | 1.00 | 0.90 | 3.90 | 1.0 | 2.0 | 0.5 | 3.0 | 4.0 |" in text
     assert "F1 50.0, 3.90 LLM calls/q (re-rank + generation + feedback) — not met (n=10)" in text
     assert "70.8 (Table 2, few-shot, FuSIC-KBQA(T))" in text and "64.3 (Table 3, few-shot, w/o SPARQL)" in text
-    assert f"| metaqa1.fs_dense | 10 | {' | '.join(f'{100 * v:.1f}' for v in B.f1_after_rounds(full))} |" in text
+    assert f"| metaqa1.fs_dense | 10 | {' | '.join(f'{100 * v:.1f}' for v in B.f1_after_rounds(full))} | 9 (not saved) |" in text
+    repeats = [dict(r, attempts=[dict(a, repeat=i > 0) for i, a in enumerate(r["attempts"])]) for r in full]
+    text = B.report(lambda cell: {"metaqa1.fs_dense": repeats, "metaqa1.fs_dense_noegf": noegf}.get(cell, []))
+    assert f"| {' | '.join(f'{100 * v:.1f}' for v in B.f1_after_rounds(full))} | 9 (9) | 50.0 vs round 0 " in text
     assert "| metaqa1.fs_dense | dense | path | 10 | 0.0 | 0.0 | 50.0 |" in text
 
 
