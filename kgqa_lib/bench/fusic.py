@@ -214,7 +214,51 @@ def gold_analysis(r: dict[str, Any]) -> dict[str, Any] | None:
     sparql = (attempts[-1].get("sparql") or "") if attempts else ""
     return {"topic_linked": bool(linking) and set(gold.topics) <= linked, "mentions": len(linked),
             "gold_hops": len(gold.hops), "retrieval": rows,
-            "query_gold_relations": [sum(f"<{x}>" in sparql for x in gold.relations), len(gold.relations)]}
+            "query_gold_relations": [sum(f"<{x}>" in sparql for x in gold.relations), len(gold.relations)],
+            "query_relation_patterns": relation_patterns(sparql) if sparql else None}
+
+
+def _path_length(p: Any) -> int:
+    """Relations a predicate walks: an IRI 1 (``rdf:type`` 0), a property path ``a/b`` the sum of
+    its steps, ``a|b`` the longest, ``^a``/``a*``/``!a`` their inner path (a variable: 1)."""
+    from rdflib import RDF, URIRef, Variable
+    from rdflib import paths as P
+
+    if isinstance(p, URIRef):
+        return int(p != RDF.type)
+    if isinstance(p, P.SequencePath):
+        return sum(_path_length(a) for a in p.args)
+    if isinstance(p, P.AlternativePath):
+        return max((_path_length(a) for a in p.args), default=0)
+    if isinstance(p, P.InvPath):
+        return _path_length(p.arg)
+    if isinstance(p, P.MulPath):
+        return _path_length(p.path)
+    return int(isinstance(p, (Variable, P.NegatedPath)))
+
+
+def relation_patterns(sparql: str) -> int | None:
+    """Relations a (prefix-free) query's triple patterns walk — a predicate IRI other than
+    ``rdf:type`` or a variable 1, a property path its length (:func:`_path_length`) — anywhere in it
+    (OPTIONAL, UNION, subqueries); None when rdflib cannot read it. Compared with the
+    gold path's length it tells a query that walks more (or fewer) relations than the question needs."""
+    from rdflib.plugins.sparql import prepareQuery
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    try:
+        algebra = prepareQuery(sparql).algebra
+    except Exception:  # noqa: BLE001 — the LLM's text: any parse failure means "unknown"
+        return None
+    n, todo = 0, [algebra]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, CompValue):
+            if node.name == "BGP":
+                n += sum(_path_length(p) for _, p, _ in node["triples"])
+            todo.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            todo.extend(node)
+    return n
 
 
 def _same_query(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -333,22 +377,44 @@ def error_rates(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                                                   ("path", "relation", "type", "all aspects").index(kv[0][1])))]
 
 
+def _gold_path_in(g: dict[str, Any], where: str) -> bool:
+    """A record's gold path in a retriever's top K (``top_K``) or in the prompt (``prompt``: the LLM's
+    top k after re-ranking, the retriever's own top k without it)."""
+    key = where if where != "prompt" else "after" if any(x["after"] is not None for x in g["retrieval"]) else "before"
+    return any(x["aspect"] == "path" and x[key] for x in g["retrieval"])
+
+
 def funnel(recs: list[dict[str, Any]], max_hops: int = 2) -> dict[str, int]:
     """Where the answers are lost (one retriever): gold topic linked → gold path short enough to be a
     candidate (≤ ``max_hops`` relations, the setting ``max_path_hops``; a CVT step of GrailQA's is
     walked through, so there this undercounts) → in the top K → in the prompt (LLM's top k) → the
     final query returned answers → F1 = 1."""
     ga = [r.get("gold_analysis") for r in recs]
-    path = lambda g, key: any(x["aspect"] == "path" and x[key] for x in g["retrieval"])  # noqa: E731
     ok = [bool(r.get("attempts")) and r["attempts"][-1]["status"] == "ok" for r in recs]
     return {"n": len(recs), "analysed": sum(1 for g in ga if g),
             "topic linked": sum(1 for g in ga if g and g["topic_linked"]),
             "gold path short enough": sum(1 for g in ga if g and 0 < g["gold_hops"] <= max_hops),
-            "gold path in top K": sum(1 for g in ga if g and path(g, "top_K")),
-            "gold path in prompt": sum(1 for g in ga if g and path(g, "after" if any(
-                x["after"] is not None for x in g["retrieval"]) else "before")),
+            "gold path in top K": sum(1 for g in ga if g and _gold_path_in(g, "top_K")),
+            "gold path in prompt": sum(1 for g in ga if g and _gold_path_in(g, "prompt")),
             "query answered": sum(ok),
             "F1 = 1": sum(1 for r in recs if r["metrics"].get("f1") == 1.0)}
+
+
+def query_lengths(recs: list[dict[str, Any]]) -> dict[str, int] | None:
+    """The questions whose prompt held the gold path and whose F1 is < 1, by how many relations the
+    final query walks against the gold path (:func:`relation_patterns` vs ``gold_hops``): ``longer``,
+    ``shorter``, ``same``, ``unread`` (no query, or rdflib cannot read it). None when a record saved
+    before the count was kept is among them."""
+    out = {"n": 0, "longer": 0, "shorter": 0, "same": 0, "unread": 0}
+    for r in recs:
+        g = r.get("gold_analysis")
+        if not g or r["metrics"].get("f1") == 1.0 or not _gold_path_in(g, "prompt"):
+            continue
+        if "query_relation_patterns" not in g:
+            return None
+        k, out["n"] = g["query_relation_patterns"], out["n"] + 1
+        out["unread" if k is None else "longer" if k > g["gold_hops"] else "shorter" if k < g["gold_hops"] else "same"] += 1
+    return out
 
 
 # ---------------------------------------------------------------- the report
@@ -426,19 +492,26 @@ def report(records: Records) -> str:
                          f"— {met} (n={len(recs)})")
     lines += ["", "Where the answers are lost (few-shot, dense retriever; counts of questions; a gold path is a candidate "
               "only when it has at most `max_path_hops` relations — 2 as TIARA's enumeration, so a 3-hop MetaQA path is "
-              "never one, 3 in the deviation):", "",
+              "never one, 3 in the deviation). The last column looks at the generation step alone: of the questions whose "
+              "prompt held the gold path and whose F1 is below 1, how many relations the final query walks against the gold "
+              "path's (triple patterns other than rdf:type, property-path steps; on GrailQA a constraint's or a type's "
+              "relation counts too):", "",
               "| pair | configuration | n | analysed | topic linked | gold path short enough (≤ max_path_hops relations) "
-              "| gold path in top K | gold path in prompt | query answered | F1 = 1 |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "| gold path in top K | gold path in prompt | query answered | F1 = 1 | gold path in prompt, F1 < 1: the final "
+              "query walks more / fewer / as many relations as the gold path (/ unreadable) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in (*METAQA, "gtech"):
         for config in ("fs_dense", *(d for d in DEPTH if cell_name(p, d) in _NAMES)):
             recs = rec(p, config)
             hops = DEPTH[config][1] if config in DEPTH else 2
             label = f"paths ≤ {hops} relations" + (" (the paper's)" if hops == 2 else "")
             if not recs:
-                lines.append(f"| {PAIRS[p][4]} | {label} | not run yet | | | | | | | |")
+                lines.append(f"| {PAIRS[p][4]} | {label} | not run yet | | | | | | | | |")
                 continue
-            f = funnel(recs, hops)
-            lines.append(f"| {PAIRS[p][4]} | {label} | " + " | ".join(str(v) for v in f.values()) + " |")
+            f, ql = funnel(recs, hops), query_lengths(recs)
+            lengths = "not saved" if ql is None else (f"{ql['n']}: {ql['longer']} / {ql['shorter']} / {ql['same']}"
+                                                      + (f" / {ql['unread']}" if ql["unread"] else ""))
+            lines.append(f"| {PAIRS[p][4]} | {label} | " + " | ".join(str(v) for v in f.values()) + f" | {lengths} |")
     lines += depth_section(rec)
     lines += ["", "## Cost per question by stage", "",
               f"LLM calls counted the paper's way (Limitations: {PAPER_CALLS} calls per question with one retriever = 3 "

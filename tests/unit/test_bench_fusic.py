@@ -136,6 +136,7 @@ def test_stripped_record_holds_counts_not_text(tmp_path, tmp_cache, request, tas
     assert s["stages"]["calls"]["generation"] == 1 and s["stages"]["calls"]["feedback"] == 1
     ga = s["gold_analysis"]
     assert ga["topic_linked"] and ga["gold_hops"] == 1 and ga["query_gold_relations"] == [1, 1]
+    assert ga["query_relation_patterns"] == 1  # the scripted query is the gold one
     assert {x["retriever"] for x in ga["retrieval"]} == set(retrievers.split(","))
     assert {x["aspect"] for x in ga["retrieval"]} >= {"path", "relation"}
     assert all(isinstance(x[k], bool) for x in ga["retrieval"] for k in ("top_K", "before", "after"))
@@ -200,6 +201,23 @@ def test_feedback_rounds_that_repeat_their_query_are_counted():
     assert B.feedback_repeats([old]) == (None, 5)  # saved before `repeat` was kept: not guessed
 
 
+def test_relation_patterns_and_query_lengths():
+    a, b, t = "<http://x/a>", "<http://x/b>", "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+    assert B.relation_patterns(f"SELECT ?x WHERE {{ ?v {a} <http://x/e> . ?v {a} ?x . ?x {t} <http://x/T> }}") == 2
+    assert B.relation_patterns(f"SELECT ?x WHERE {{ {{ ?x {a} ?y }} UNION {{ ?x {b} ?y OPTIONAL {{ ?y {a}/^{b} ?z }} }} }}") == 4
+    assert B.relation_patterns(f"SELECT (COUNT(?x) AS ?n) WHERE {{ {{ SELECT ?x WHERE {{ ?x ?p ?y }} }} }}") == 1
+    assert B.relation_patterns("SELECT ?x WHERE { e:X r:p ?x }") is None and B.relation_patterns("no query") is None
+
+    def rec(f1, hops, k, in_prompt=True):
+        return {"metrics": {"f1": f1}, "gold_analysis": {"gold_hops": hops, "query_relation_patterns": k, "retrieval": [
+            _ret("dense", "path", True, in_prompt, in_prompt)]}}
+    recs = [rec(1.0, 1, 2), rec(0.0, 1, 2), rec(0.5, 2, 2), rec(0.0, 2, 1), rec(0.0, 1, None), rec(0.0, 1, 3, False)]
+    assert B.query_lengths(recs) == {"n": 4, "longer": 1, "shorter": 1, "same": 1, "unread": 1}
+    old = rec(0.0, 1, 2)
+    del old["gold_analysis"]["query_relation_patterns"]
+    assert B.query_lengths([old, *recs]) is None  # saved before the count was kept: not guessed
+
+
 def test_report_from_records_and_not_run_yet():
     full = [_fake(f"q{i}", 1.0 if i % 2 else 0.0, 1 + i % 3, [_ret("dense", "path", True, True, bool(i % 2))])
             for i in range(10)]
@@ -215,6 +233,13 @@ def test_report_from_records_and_not_run_yet():
     text = B.report(lambda cell: {"metaqa1.fs_dense": repeats, "metaqa1.fs_dense_noegf": noegf}.get(cell, []))
     assert f"| {' | '.join(f'{100 * v:.1f}' for v in B.f1_after_rounds(full))} | 9 (9) | 50.0 vs round 0 " in text
     assert "| metaqa1.fs_dense | dense | path | 10 | 0.0 | 0.0 | 50.0 |" in text
+    assert "| 10 | 10 | 10 | 10 | 10 | 5 | 5 | 5 | 0: 0 / 0 / 0 |" in text  # the funnel, then the query lengths
+    held = [dict(r, gold_analysis=dict(r["gold_analysis"], retrieval=[_ret("dense", "path", True, True, True)]))
+            for r in full]  # every prompt held the gold path: the 5 with F1 0 were lost at generation
+    assert "| 10 | 10 | 10 | 10 | 10 | 10 | 5 | 5 | not saved |" in B.report(lambda c: {"metaqa1.fs_dense": held}.get(c, []))
+    for i, r in enumerate(held):
+        r["gold_analysis"]["query_relation_patterns"] = 1 + i % 3  # F1 0 at i = 0, 2, 4, 6, 8: 1, 3, 2, 1, 3 relations
+    assert "| 10 | 10 | 10 | 10 | 10 | 10 | 5 | 5 | 5: 3 / 0 / 2 |" in B.report(lambda c: {"metaqa1.fs_dense": held}.get(c, []))
 
 
 def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
