@@ -220,7 +220,7 @@ def gold_analysis(r: dict[str, Any]) -> dict[str, Any] | None:
 
 def _path_length(p: Any) -> int:
     """Relations a predicate walks: an IRI 1 (``rdf:type`` 0), a property path ``a/b`` the sum of
-    its steps, ``a|b`` the longest, ``^a``/``a*``/``!a`` their inner path (a variable: 1)."""
+    its steps, ``a|b`` the longest, ``^a``/``a*`` their inner path, ``!a`` and a variable one step."""
     from rdflib import RDF, URIRef, Variable
     from rdflib import paths as P
 
