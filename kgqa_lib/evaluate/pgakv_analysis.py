@@ -174,7 +174,7 @@ def pruning_grid(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5, 
     return out
 
 
-def choose_pruning(load: Loader = committed_records, sets=FACTOID) -> dict[str, Any]:
+def choose_pruning(load: Loader = committed_records, sets=FACTOID, proxy: bool = True) -> dict[str, Any]:
     """The pruning threshold and k of the PG&AKV row, chosen on the dev questions of the factoid sets.
 
     The objective is Hits@1, which needs the verification and answer calls for every setting: it is
@@ -187,7 +187,8 @@ def choose_pruning(load: Loader = committed_records, sets=FACTOID) -> dict[str, 
     loosens (threshold 0, most subjects wins), whatever the extra noise does to the answer.
 
     Returns ``{"choice": {"threshold", "k_extra", "k", "run"}, "dev": {(threshold, extra k): {set: (right, n),
-    "pooled": (right, n)}}, "proxy": {set: pruning_grid(dev records)}, "dev_sizes": {set: n}}``."""
+    "pooled": (right, n)}}, "proxy": {set: pruning_grid(dev records)}, "dev_sizes": {set: n}}``; with
+    ``proxy=False`` the proxy (most of the time this takes) is skipped and ``"proxy"`` is ``{}``."""
     dev = {s: split_qids(s)[0] for s in sets}
     table: dict[tuple[float, int], dict[str, tuple[int, int]]] = {}
     for setting, run in PRUNING_RUNS.items():
@@ -202,9 +203,9 @@ def choose_pruning(load: Loader = committed_records, sets=FACTOID) -> dict[str, 
     if not table:
         raise ValueError("no PG&AKV run to choose from on the dev questions: run the full method first")
     best = max(table, key=lambda k: (table[k]["pooled"][0], k == PAPER_SETTING, k[1] == 0))
-    proxy = {s: pruning_grid(restrict(load(s, "pgakv"), dev[s])) for s in sets}
+    grid = {s: pruning_grid(restrict(load(s, "pgakv"), dev[s])) for s in sets} if proxy else {}
     return {"choice": {"threshold": best[0], "k_extra": best[1], "k": k_label(best[1]), "run": PRUNING_RUNS[best]},
-            "dev": table, "proxy": proxy, "dev_sizes": {s: len(dev[s]) for s in sets}}
+            "dev": table, "proxy": grid, "dev_sizes": {s: len(dev[s]) for s in sets}}
 
 
 def choice_margin(choice: dict[str, Any]) -> int | None:

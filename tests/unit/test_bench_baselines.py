@@ -33,3 +33,28 @@ def test_tog_profile_counts_sources_stops_and_zero_scorings_on_stripped_and_whol
         prof = baselines._tog_profile(recs)
         assert prof == ("judge 3, own_knowledge 2; stopped: judged_sufficient 3 (at depth 1: 2, 2: 1), beam_empty 2; "
                         "entity scorings all 0: 2, all equal (> 0): 1, of 4; malformed: judge_unparsed 5"), prof
+
+
+def test_miniworld_rows_pair_tog_with_the_committed_pgakv_and_qsm_runs_on_its_questions():
+    from kgqa_lib.evaluate import pgakv_analysis as pa
+
+    test = sorted(pa.split_qids("simple")[1])[:10]
+    llm = {"calls": 3, "prompt_tokens": 900, "completion_tokens": 100, "recorded_seconds": 30.0, "seconds": 30.0,
+           "cache_hits": 0}
+    tog = [{"qid": q, "metrics": {"hits@1": 1.0}, "prediction": ["x"], "trace": [], "llm": llm, "seconds": 40.0}
+           for q in test]
+    rows = {r["set"]: r for r in baselines.miniworld_rows(lambda cell: tog if cell == "tog_simple" else [])}
+    assert list(rows) == list(pa.SETS)
+    simple = rows["simple"]
+    assert simple["n"] == 10 and simple["ToG"].startswith("100.0 ") and simple["metric"] == "Hits@1"
+    assert (simple["calls/q"], simple["tokens/q"], simple["s/q"]) == ("3.00", "1000", "40.0")
+    qsm = pa.restrict(pa.committed_records("simple", "qsm"), set(test))
+    assert len(qsm) == 10  # the committed QSM run holds every test question
+    gain = 100 * (1 - sum(r["metrics"]["hits@1"] for r in qsm) / 10)
+    assert simple["ToG − QSM"].startswith(f"{gain:+.1f} "), (simple["ToG − QSM"], gain)
+    assert sum("chosen on dev" in k for k in simple) == 1  # the PG&AKV setting chosen on dev is named once
+    multihop = rows["multihop"]
+    assert multihop["ToG"] == "not run yet" and multihop["n"] == 0 and multihop["ToG − QSM"] == "—"
+    assert rows["open"]["metric"] == "ROUGE-L"
+    report = baselines.report_miniworld(lambda cell: tog if cell == "tog_simple" else [])
+    assert "| simple | Hits@1 | 100.0 " in report and report.count("\n| ") == 4  # the header and 3 sets
