@@ -5,7 +5,9 @@ KB-BINDER on the FuSIC transfer pairs is a cell of the FuSIC table (same questio
 MetaQA records are stripped (:func:`strip`): ids, metrics, costs, the per-stage seconds and, for
 ToG, its summary counts (depth, where the answer came from, why the search stopped, calls by
 kind, malformed outputs, entity-scoring calls and those that rated every candidate 0 or all alike);
-for KB-BINDER the vote's counts — no question text, no entity names. Mini-world records are saved whole."""
+for KB-BINDER the vote's counts — no question text, no entity names. Mini-world records are saved whole:
+the mini-world is this repository's own data (``data/miniworld``), not benchmark text, and notebook 11
+reads their traces."""
 
 from __future__ import annotations
 
@@ -91,6 +93,32 @@ def _tog_profile(recs: list[dict[str, Any]]) -> str:
         ("; malformed: " + ", ".join(f"{k} {v}" for k, v in errs.most_common()) if errs else "")
 
 
+#: KB-BINDER draft outcomes (``kgqa_lib.methods.kbbinder.Outcome.status``): malformed drafts first
+MALFORMED = ("no_sexpr", "parse_error", "bad_form")
+
+
+def kbbinder_profile(recs: list[dict[str, Any]]) -> str:
+    """KB-BINDER's drafts by outcome, summed over ``recs`` (the vote's ``statuses``): ``ok`` (its
+    bound candidates returned answers), ``no_answer``, unbound entity/relation/class, and the
+    malformed ones (no s-expression in the output, unparseable, outside the grammar); then the
+    questions on which no draft answered. Stripped and whole records alike."""
+    statuses: Counter = Counter()
+    none = 0
+    for r in recs:
+        vote = (r["summary"] if "summary" in r else _summary(r)).get("vote") or {}
+        st = vote.get("statuses") or {}
+        statuses.update(st)
+        none += not st.get("ok")
+    if not statuses:
+        return ""
+    order = ["ok", "no_answer", *sorted(k for k in statuses if k.startswith("unbound")), *MALFORMED]
+    order += sorted(k for k in statuses if k not in order)
+    parts = [f"{k} {statuses[k]}" for k in order if statuses.get(k)]
+    malformed = sum(statuses.get(k, 0) for k in MALFORMED)
+    return (f"drafts {sum(statuses.values())}: " + ", ".join(parts) + f" (malformed {malformed}); "
+            f"no draft answered: {none} of {len(recs)} questions")
+
+
 def report_metaqa(records: Records) -> str:
     from .core import get_table
 
@@ -98,11 +126,11 @@ def report_metaqa(records: Records) -> str:
     lines = ["# KB-BINDER and Think-on-Graph on MetaQA dev (local model)", "",
              f"{METAQA_SAMPLE} questions per hop, a subset of the Keqing benchmark's questions (`keqing_full`), so Keqing's "
              "row is the same questions and gains are paired (bootstrap 95% CI, points). Hits@1 and answer F1 in points. "
-             "The paper's column: Keqing paper, Table 2, row KB-BINDER (Hits@1; the paper copies it from "
-             "KB-BINDER's paper, appendix B, and names no model or split for it); no published ToG "
-             "number on MetaQA is in our papers.", "",
+             "The paper's column: Keqing paper, Table 2, row KB-BINDER (Hits@1; Keqing's appendix B says its baseline "
+             "results are recorded from their papers directly and that KB-BINDER drafts with Codex; it names no "
+             "split for them); no published ToG number on MetaQA is in our papers.", "",
              "| hops | method | n | Hits@1 [95% CI] | F1 [95% CI] | Keqing (same questions) | method − Keqing | paper | "
-             "calls/q | tokens/q | s/q | how ToG answered / malformed outputs |",
+             "calls/q | tokens/q | s/q | how ToG answered / KB-BINDER's drafts; malformed outputs |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for h in HOPS:
         for m in ("kbbinder", "tog"):
@@ -111,7 +139,7 @@ def report_metaqa(records: Records) -> str:
             base = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in qids]
             gain = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
             paper = f"{PAPER_KBBINDER_METAQA[h]}" if m == "kbbinder" else "—"
-            prof = _tog_profile(recs) if m == "tog" and recs else ""
+            prof = (_tog_profile(recs) if m == "tog" else kbbinder_profile(recs)) if recs else ""
             lines.append(f"| {h} | {m} | {len(recs)} | {_cell(recs, 'hits@1')} | {_cell(recs, 'f1')} | "
                          f"{_cell(base, 'hits@1') if base else '—'} | {gain} | {paper} | {_costs(recs)} | {prof} |")
     lines += ["", "ToG's published cost (~11.6 LLM calls and ~7k tokens per WebQSP question) could not be found in the "

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..evaluate.report import format_gain, paired_gain, summarize
-from .baselines import KEEP, RUN_ARGS, strip as strip_baseline
+from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline
 from .core import Cell, Records, Table, register
 
 # ---------------------------------------------------------------- the cells
@@ -59,6 +59,8 @@ CONFIGS = {
 }
 METAQA = ("metaqa1", "metaqa2", "metaqa3")
 ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
+#: the cell a configuration's gain is paired against in the Table 2 analogue (default: fs_dense)
+BASELINE_OF = {"kbbinder_zs": "zs_dense"}
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
 ORDER = (  # priority: the bench runs the cells in this order
     [(p, "fs_dense") for p in METAQA] + [(p, "fs_dense_paths3") for p in ("metaqa3", "metaqa1", "metaqa2")]
@@ -462,7 +464,8 @@ def report(records: Records) -> str:
              f"points). The paper's numbers are from its column {PAPER_COLUMN} (W→GI-T), named by table and row. "
              + DIFFERS_ALL, "",
              "## Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, naive FS-ICL", "",
-             "| pair | configuration | n | F1 [95% CI] | − FuSIC(T) few-shot (paired) | paper (W→GI-T) | what differs | "
+             "| pair | configuration | n | F1 [95% CI] | − FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot) | "
+             "paper (W→GI-T) | what differs | "
              "calls/q | tokens/q | s/q | cache hits |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in CELLS:
@@ -471,7 +474,8 @@ def report(records: Records) -> str:
         where, value = PAPER[config]
         row = summarize(recs) if recs else None
         cost = f"{row['calls/q']:.2f} | {row['tokens/q']:.0f} | {row['s/q']:.1f} | {row['cache_hits']}" if row else " | | | "
-        base = rec(pair, "fs_dense") if config != "fs_dense" else []
+        against = BASELINE_OF.get(config, "fs_dense")  # like for like: zero-shot KB-BINDER against zero-shot FuSIC
+        base = rec(pair, against) if config != against else []
         lines.append(f"| {PAIRS[pair][4]} | {CONFIGS[config][2]} | {len(recs)} | {_f1(recs)} | {_gain(recs, base)} | "
                      f"{value} ({where}) | {RETRIEVER_NOTE[config]}; {_pair_note(pair)} | {cost} |")
     lines += ["", "## MetaQA goal (issue 20): F1 ≥ 0.80 on every hop with one retriever at ≤ 4.7 LLM calls per question", "",
@@ -513,6 +517,16 @@ def report(records: Records) -> str:
                                                       + (f" / {ql['unread']}" if ql["unread"] else ""))
             lines.append(f"| {PAIRS[p][4]} | {label} | " + " | ".join(str(v) for v in f.values()) + f" | {lengths} |")
     lines += depth_section(rec)
+    lines += ["", "## KB-BINDER's drafts by outcome", "",
+              "Each question's 6 sampled drafts (FuSIC appendix A.3), summed over the cell: `ok` (a bound candidate "
+              "returned answers), `no_answer` (no bound candidate did), `unbound_*` (a mention or name bound to nothing), "
+              "and the malformed ones, counted and never fatal: `no_sexpr` (no s-expression in the reply), `parse_error`, "
+              "`bad_form` (outside the grammar). The vote is over the `ok` drafts' answer sets.", "",
+              "| cell | n | drafts by outcome |", "|---|---|---|"]
+    for c in CELLS:
+        if c.name.split(".")[1].startswith("kbbinder"):
+            recs = records(c.name)
+            lines.append(f"| {c.name} | {len(recs)} | {kbbinder_profile(recs) or 'not run yet'} |")
     lines += ["", "## Cost per question by stage", "",
               f"LLM calls counted the paper's way (Limitations: {PAPER_CALLS} calls per question with one retriever = 3 "
               "re-rank + 1 generation + 0.7 feedback on GrailQA→WebQSP; MetaQA has no entity types, so one retriever makes "

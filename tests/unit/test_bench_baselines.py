@@ -58,3 +58,14 @@ def test_miniworld_rows_pair_tog_with_the_committed_pgakv_and_qsm_runs_on_its_qu
     assert rows["open"]["metric"] == "ROUGE-L"
     report = baselines.report_miniworld(lambda cell: tog if cell == "tog_simple" else [])
     assert "| simple | Hits@1 | 100.0 " in report and report.count("\n| ") == 4  # the header and 3 sets
+
+
+def test_kbbinder_profile_sums_draft_outcomes_on_stripped_and_whole_records():
+    whole = [{"qid": "q1", "trace": [{"name": "vote", "output": {"statuses": {"ok": 5, "parse_error": 1},
+                                                                  "winner": 0, "tally": [["A", 5]]}}]},
+             {"qid": "q2", "trace": [{"name": "vote", "output": {"statuses": {"unbound_relation": 2, "no_answer": 4},
+                                                                  "winner": None, "tally": []}}]}]
+    for recs in (whole, [baselines.strip(r) for r in whole]):
+        assert baselines.kbbinder_profile(recs) == ("drafts 12: ok 5, no_answer 4, unbound_relation 2, parse_error 1 "
+                                                    "(malformed 1); no draft answered: 1 of 2 questions")
+    assert baselines.kbbinder_profile([{"qid": "q", "trace": []}]) == ""

@@ -260,3 +260,30 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     assert "- FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2):" in text
     assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
     assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text
+
+
+def test_kbbinder_rows_pair_like_for_like_and_count_their_drafts():
+    def kb(qid, f1, statuses):
+        r = _fake(qid, f1, 1)
+        r["summary"] = {"vote": {"statuses": statuses, "winner": 0 if statuses.get("ok") else None}}
+        return r
+
+    zs_kb = [kb(f"q{i}", 1.0, {"ok": 4, "bad_form": 1, "no_sexpr": 1}) if i < 6 else kb(f"q{i}", 0.0, {"no_answer": 6})
+             for i in range(10)]
+    zs_fusic = [_fake(f"q{i}", 0.5, 1) for i in range(10)]
+    fs_fusic = [_fake(f"q{i}", 0.0, 1) for i in range(10)]
+
+    def row(text, config_label):
+        line = next(x for x in text.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 1-hop | "
+                                                                  + config_label + " |"))
+        return [x.strip() for x in line.split("|")[1:-1]]
+
+    label = B.CONFIGS["kbbinder_zs"][2]
+    text = B.report(lambda c: {"metaqa1.kbbinder_zs": zs_kb, "metaqa1.fs_dense": fs_fusic}.get(c, []))
+    assert row(text, label)[4] == "—"  # zero-shot KB-BINDER is never paired with few-shot FuSIC
+    text = B.report(lambda c: {"metaqa1.kbbinder_zs": zs_kb, "metaqa1.fs_dense": fs_fusic,
+                               "metaqa1.zs_dense": zs_fusic}.get(c, []))
+    assert row(text, label)[4].startswith("+10.0 [") and row(text, label)[4].endswith("(n=10)")  # 60.0 − 50.0
+    assert row(text, B.CONFIGS["zs_dense"][2])[4].startswith("+50.0 [")  # zero-shot FuSIC − few-shot FuSIC
+    assert ("| metaqa1.kbbinder_zs | 10 | drafts 60: ok 24, no_answer 24, no_sexpr 6, bad_form 6 (malformed 12); "
+            "no draft answered: 4 of 10 questions |") in text
