@@ -189,7 +189,9 @@ _POOLS: dict[tuple, list[Exemplar]] = {}
 def exemplar_pool(kg, kg_name: str, task: str = "", shots: int = 0, seed: int = 0) -> list[Exemplar]:
     """The exemplars the drafts imitate: a transfer task's (source questions for ``shots=0``, else
     its first ``shots`` target shots), or the KG's own pool (MetaQA: the Keqing pool split of dev;
-    the mini-world: the Keqing templated pool; ``tiny``: its film questions)."""
+    the shared GrailQA fragment: the Keqing pool split of its dev questions, so ``keqing:grailqa``'s
+    questions are never exemplars; the mini-world: the Keqing templated pool; ``tiny``: its film
+    questions)."""
     key = (kg_name, task, shots, seed)
     if key in _POOLS:
         return _POOLS[key]
@@ -201,15 +203,15 @@ def exemplar_pool(kg, kg_name: str, task: str = "", shots: int = 0, seed: int = 
         pool = exemplars_from(qs, dom.kg_for, dom.kg_name, dom.profile)
     else:
         from ..data.datasets import load_dataset
-        from .keqing import pool_for
+        from .keqing import GRAILQA_KG, pool_for
 
         if kg_name == "tiny":
             qs = load_dataset("tiny:films").questions
-        elif kg_name == "metaqa" or kg_name.startswith("miniworld"):
-            qs = pool_for("metaqa" if kg_name == "metaqa" else "miniworld")
+        elif kg_name in ("metaqa", GRAILQA_KG) or kg_name.startswith("miniworld"):
+            qs = pool_for(kg_name if kg_name in ("metaqa", GRAILQA_KG) else "miniworld")
         else:
-            raise ValueError(f"kbbinder has no exemplar pool for KG {kg_name!r}: use metaqa, miniworld or tiny, or "
-                             "name a FuSIC transfer task with --set task=SOURCE>TARGET")
+            raise ValueError(f"kbbinder has no exemplar pool for KG {kg_name!r}: use metaqa, {GRAILQA_KG}, miniworld "
+                             "or tiny, or name a FuSIC transfer task with --set task=SOURCE>TARGET")
         pool = exemplars_from(qs, lambda q: kg, kg_name, _profile(kg_name))
     _POOLS[key] = pool
     return pool

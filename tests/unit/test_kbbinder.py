@@ -92,6 +92,18 @@ def test_metaqa_pool_is_the_keqing_pool_split(data_dir_or_skip):
     assert all(e.draft.startswith("(JOIN") and '"' in e.draft for e in pool[:50])
 
 
+def test_grailqa_fragment_pool_is_the_keqing_pool_split(data_dir_or_skip):
+    from kgqa_lib.kg.sources import load_named
+    from kgqa_lib.methods.keqing import GRAILQA_KG, keqing_dataset, pool_for
+
+    kg = load_named(GRAILQA_KG)
+    pool = B.exemplar_pool(kg, GRAILQA_KG)
+    qids = {q.qid for q in pool_for(GRAILQA_KG)}
+    assert len(pool) > 100 and {e.qid for e in pool} <= qids  # GrailQA's own s-expressions, as drafts
+    assert not qids & {q.qid for q in keqing_dataset("grailqa").questions}  # keqing:grailqa is never an exemplar
+    assert sum(e.draft.startswith("(") for e in pool) == len(pool)
+
+
 # ---- drafts -------------------------------------------------------------------------------------
 def test_parse_draft_slots():
     d = B.parse_draft('Sure: (JOIN (R directed_by) (JOIN starring "Tom Hardy")) done')
