@@ -47,6 +47,17 @@ def _summary(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def summary_of(r: dict[str, Any]) -> dict[str, Any]:
+    """A record's summary counts (:func:`_summary`): saved in a stripped record, computed from a whole one."""
+    return r["summary"] if "summary" in r else _summary(r)
+
+
+def judged_stop_depths(recs: list[dict[str, Any]]) -> Counter:
+    """Depth → ToG searches the judge stopped there (``judged_sufficient``), over stripped or whole records."""
+    return Counter(t.get("depth_reached") for t in (summary_of(r).get("tog", {}) for r in recs)
+                   if t.get("stopped") == "judged_sufficient")
+
+
 def strip(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r[k] for k in KEEP if k in r}
     out["trace"] = [{"name": s["name"], "seconds": s.get("seconds", 0.0)} for s in r.get("trace") or []]
@@ -72,11 +83,11 @@ def _tog_profile(recs: list[dict[str, Any]]) -> str:
     on a k-hop question a stop above depth k answers before the paths can reach the answer), how
     many entity-scoring calls rated every candidate 0 (ToG then drops them all: the beam can empty)
     or all alike (they tell nothing apart: the relation's score decides), and the malformed outputs."""
-    summaries = [r["summary"] if "summary" in r else _summary(r) for r in recs]  # mini-world records are whole
+    summaries = [summary_of(r) for r in recs]  # mini-world records are whole
     tog = [x.get("tog", {}) for x in summaries]
     src = Counter(t.get("answer_from") for t in tog)
     stopped = Counter(t.get("stopped") for t in tog)
-    judged_at = Counter(t.get("depth_reached") for t in tog if t.get("stopped") == "judged_sufficient")
+    judged_at = judged_stop_depths(recs)
 
     def stop(k: str, v: int) -> str:
         at = ", ".join(f"{d}: {n}" for d, n in sorted(judged_at.items(), key=lambda x: (x[0] is None, x[0] or 0)))
@@ -105,7 +116,7 @@ def kbbinder_profile(recs: list[dict[str, Any]]) -> str:
     statuses: Counter = Counter()
     none = 0
     for r in recs:
-        vote = (r["summary"] if "summary" in r else _summary(r)).get("vote") or {}
+        vote = summary_of(r).get("vote") or {}
         st = vote.get("statuses") or {}
         statuses.update(st)
         none += not st.get("ok")
