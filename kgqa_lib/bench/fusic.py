@@ -51,6 +51,9 @@ CONFIGS = {
     "fs_dense_sexpr": ("fusic", ("shots=5", "retrievers=dense", "language=sexpr"), "w/o SPARQL (s-expressions)"),
     "fs_dense_noegf": ("fusic", ("shots=5", "retrievers=dense", "egf_rounds=0"), "w/o EGF"),
     "fs_dense_norr": ("fusic", ("shots=5", "retrievers=dense", "rerank=false"), "w/o re-ranking"),
+    **{f"fs_dense_shots{n}": ("fusic", (f"shots={n}", "retrievers=dense"),
+                              f"FuSIC, dense retriever, {n} target shots (fine-tuning; the same 5 exemplars)")
+       for n in (25, 100)},
     "fs_dense_simex": ("fusic", ("shots=5", "retrievers=dense", "exemplar_choice=similarity"),
                        "FuSIC, dense retriever, few-shot, exemplars ordered by similarity to the question (deviation; "
                        "the paper's: static)"),
@@ -59,6 +62,9 @@ CONFIGS = {
 }
 METAQA = ("metaqa1", "metaqa2", "metaqa3")
 ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
+#: Table 3's number of target shots, issue 20: "shots 0/5/25/100 where the pool allows" — MetaQA only (its
+#: reserve, tasks.SHOT_RESERVE; the other targets hold a pool of 10): shots → the cell's configuration
+SHOTS = {0: "zs_dense", 5: "fs_dense", 25: "fs_dense_shots25", 100: "fs_dense_shots100"}
 #: the cell a configuration's gain is paired against in the Table 2 analogue (default: fs_dense)
 BASELINE_OF = {"kbbinder_zs": "zs_dense"}
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
@@ -69,6 +75,7 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [(p, c) for c in ("fs_bm25", "fs_both") for p in (*METAQA, "gtech")]
     + [(p, c) for p in ("geo2cinema", "cinema2geo") for c in ("fs_dense", "zs_dense")] + [("gtech", "zs_dense")]
     + [(p, c) for c in ABLATIONS for p in (*METAQA, "gtech")]
+    + [(p, SHOTS[n]) for n in (100, 25) for p in METAQA]
     + [(p, "fs_dense_simex") for p in METAQA]
     + [(p, "kbbinder_fs") for p in (*METAQA, "gtech")]
     # KB-BINDER on every pair, zero- and few-shot (issue 22): the same questions as FuSIC's cells
@@ -115,6 +122,8 @@ PAPER = {
     "fs_dense_sexpr": ("Table 3, few-shot, w/o SPARQL", "64.3"),
     "fs_dense_noegf": ("Table 3, few-shot, w/o EGF", "66.6"),
     "fs_dense_norr": ("Table 3, few-shot, w/o RR", "68.4"),
+    "fs_dense_shots25": ("the paper has no 25-shot run; its few-shot runs sample 100 target shots, sec. 4.1", "—"),
+    "fs_dense_shots100": ("Table 2, few-shot, FuSIC-KBQA(T) — the paper's 100 target shots", "70.8"),
     "fs_dense_simex": ("sec. 5, exemplar selection: dynamic selection gave \"only minor improvements\" (no number)", "—"),
     "kbbinder_fs": ("Table 2, few-shot, KB-Binder", "68.0"),
     "kbbinder_zs": ("Table 2, zero-shot, KB-Binder", "33.6"),
@@ -131,6 +140,9 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
     "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr",
     "fs_dense_noegf": "egf_rounds=0: the first query is final",
     "fs_dense_norr": "rerank=false: each retriever's own top k reaches the prompt",
+    **{f"fs_dense_shots{n}": f"as fs_dense, but the retriever fine-tuned on {n} target shots (the pool's 10, then "
+                             f"{n - 10} more MetaQA dev questions outside the sampled set); the prompt's 5 exemplars are "
+                             "fs_dense's" for n in (25, 100)},
     "fs_dense_simex": "as fs_dense, but the 5 target shots ordered by embedding similarity, the closest last "
                       "(the same 5 exemplars, another order; the paper's static order is fs_dense's)",
     "kbbinder_fs": "KB-BINDER with the local model and 5 shots (the paper: GPT-4, 100 shots as its pool)",
@@ -146,10 +158,11 @@ PAIR_NOTE = {
 }
 DIFFERS_ALL = ("Everywhere: the local Qwen2.5-Coder-1.5B (Q4, 8k context) instead of gpt-4-0613; our entity linker "
                "(labels, descriptions, degree) instead of TIARA's trained one; 5 target shots from a pool of 10 "
-               "instead of 100 sampled shots (both show 5 exemplars); 100–149 test questions per cell instead of 500.")
+               "instead of 100 sampled shots (both show 5 exemplars; MetaQA also 25 and 100, Table 3's shots rows); 100–149 test questions per cell instead of 500.")
 PAPER_T7 = {"few-shot": {"TIARA": 5.0, "FuSIC-KBQA(T)": 3.2, "Pangu": 27.0, "FuSIC-KBQA(P)": 27.0, "FuSIC-KBQA(T,P)": 2.8},
             "zero-shot": {"TIARA": 8.6, "FuSIC-KBQA(T)": 3.2, "Pangu": 47.8, "FuSIC-KBQA(P)": 47.8, "FuSIC-KBQA(T,P)": 2.6}}
 PAPER_EGF = {"few-shot": (71.6, 74.4, 74.6, 74.6, 74.6), "zero-shot": (66.7, 68.6, 70.8, 71.2, 71.4)}  # sec. 4.2.2, T,P
+PAPER_SHOTS = {0: 73.6, 1: 70.5, 3: 72.3, 5: 74.6}  # sec. 4.2.2: exemplars in the prompt → F1, FuSIC-KBQA(T,P), W→GI-T
 PAPER_STAGE_S = {"retrieval": 14.4, "rerank": 9.6, "generation": 14.4, "feedback": 18.9}  # appendix A.5
 PAPER_CALLS = 4.7  # Limitations: 3 re-rank + 1 generation + 0.7 EGF calls (GrailQA→WebQSP, one retriever)
 GOAL_F1, GOAL_CALLS = 0.80, 4.7  # issue 20: MetaQA, one retriever, every hop
@@ -457,6 +470,27 @@ def depth_section(rec) -> list[str]:
     return lines
 
 
+def shots_section(rec) -> list[str]:
+    """Table 3's number of target shots (MetaQA, :data:`SHOTS`): each count's F1 and its gain over the
+    5-shot cell, paired over the same questions."""
+    lines = ["", "### Number of target shots (MetaQA)", "",
+             "The target shots the dense retriever is fine-tuned on (0 = zero-shot: trained on the source only, source "
+             "exemplars); from 5 shots on the prompt shows the same 5 target exemplars (the pool's first five), so the "
+             "rows differ in fine-tuning only. 25 and 100: the pool's 10 and then further MetaQA dev questions outside "
+             "the sampled question set (none is a test question). Paper, column W→GI-T, FuSIC-KBQA(T): zero-shot "
+             f"{PAPER['zs_dense'][1]} and few-shot {PAPER['fs_dense'][1]} (Table 2; its few-shot runs sample 100 target "
+             "shots, sec. 4.1). Its own study of shots (sec. 4.2.2, FuSIC-KBQA(T,P)) varies the exemplars in the prompt, "
+             "not the fine-tuning: " + ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items()) + ".", "",
+             "| pair | target shots | cell | n | F1 [95% CI] | − 5 shots (paired) [95% CI] |", "|---|---|---|---|---|---|"]
+    for p in METAQA:
+        five = rec(p, SHOTS[5])
+        for n, config in SHOTS.items():
+            recs = rec(p, config)
+            gain = "—" if n == 5 else _gain(recs, five)
+            lines.append(f"| {PAIRS[p][4]} | {n} | {cell_name(p, config)} | {len(recs)} | {_f1(recs)} | {gain} |")
+    return lines
+
+
 def report(records: Records) -> str:
     rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
     lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
@@ -562,6 +596,7 @@ def report(records: Records) -> str:
             same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
             lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | {len(qids)} | {_f1(same(full))} | {_f1(same(recs))} | "
                          f"{_gain(recs, full)} | {paper} | {diff} |")
+    lines += shots_section(rec)
     lines += ["", "## F1 after 0..4 feedback rounds (from each record's attempts)", "",
               "A question whose query first returned answers at round j scores its F1 from round j on (0 before). Paper, "
               "sec. 4.2.2 (FuSIC-KBQA(T,P), W→GI-T): few-shot " + " → ".join(map(str, PAPER_EGF["few-shot"]))
@@ -609,8 +644,8 @@ def report(records: Records) -> str:
         for x in rows:
             lines.append(f"| {c.name} | {x['retriever']} | {x['aspect']} | {x['n']} | {fmt(x['top_K'])} | "
                          f"{fmt(x['before'])} | {fmt(x['after'])} |")
-    lines += ["", "Not run: shots 25/100 (the pool holds 10 target questions), zero-shot ablations, FuSIC(T,P) EGF curve "
-              "beyond what the `fs_both` cells give."]
+    lines += ["", "Not run: shots 25/100 on GrailQA-Tech and the mini-world (their targets hold a pool of 10 questions; "
+              "MetaQA has a reserve), zero-shot ablations, FuSIC(T,P) EGF curve beyond what the `fs_both` cells give."]
     return "\n".join(lines) + "\n"
 
 

@@ -196,10 +196,10 @@ def exemplar_pool(kg, kg_name: str, task: str = "", shots: int = 0, seed: int = 
     if key in _POOLS:
         return _POOLS[key]
     if task:
-        from .fusic import get_task
+        from .fusic import get_task, target_shots
 
         t = get_task(task, seed)
-        dom, qs = (t.target, t.pool[:shots]) if shots else (t.source, t.source.questions)
+        dom, qs = (t.target, target_shots(t, shots)) if shots else (t.source, t.source.questions)
         pool = exemplars_from(qs, dom.kg_for, dom.kg_name, dom.profile)
     else:
         from ..data.datasets import load_dataset
@@ -611,7 +611,7 @@ def kbbinder(q: Question, ctx: Context) -> MethodResult:
     ``max_candidates`` (20 per draft), ``max_answers`` (500)."""
     s = KBBinderSettings.of(ctx)
     if s.task:
-        from .fusic import get_task
+        from .fusic import get_task, target_shots
 
         dom = get_task(s.task, ctx.seed).target
         kg, kg_name, profile = dom.kg_for(q), dom.kg_name, dom.profile

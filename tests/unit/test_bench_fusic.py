@@ -25,8 +25,9 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 54 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
-    # the exemplar-order deviation (similarity) after the ablations, MetaQA only
+    assert len(names) == 60 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    # the shots rows (MetaQA only, 100 first), then the exemplar-order deviation (similarity), after the ablations
+    assert names[-21:-15] == [f"metaqa{h}.fs_dense_shots{n}" for n in (100, 25) for h in (1, 2, 3)]
     assert names[-15:-12] == ["metaqa1.fs_dense_simex", "metaqa2.fs_dense_simex", "metaqa3.fs_dense_simex"]
     # KB-BINDER last, on every pair, few-shot then zero-shot
     pairs = ["metaqa1", "metaqa2", "metaqa3", "gtech", "geo2cinema", "cinema2geo"]
@@ -64,6 +65,7 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         if p.startswith("metaqa"):  # the deviation changes the path depth only
             assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
             assert settings[f"{p}.fs_dense_simex"] == {**full, "exemplar_choice": "similarity"}
+            assert [settings[f"{p}.{B.SHOTS[n]}"] for n in B.SHOTS] == [{**full, "shots": n} for n in B.SHOTS]
 
 
 def test_planned_sizes_are_the_datasets(data_dir_or_skip):
@@ -287,3 +289,18 @@ def test_kbbinder_rows_pair_like_for_like_and_count_their_drafts():
     assert row(text, B.CONFIGS["zs_dense"][2])[4].startswith("+50.0 [")  # zero-shot FuSIC − few-shot FuSIC
     assert ("| metaqa1.kbbinder_zs | 10 | drafts 60: ok 24, no_answer 24, no_sexpr 6, bad_form 6 (malformed 12); "
             "no draft answered: 4 of 10 questions |") in text
+
+
+def test_the_shots_rows_pair_each_count_with_five_shots():
+    five = [_fake(f"q{i}", 0.5, 1) for i in range(10)]
+    hundred = [_fake(f"q{i}", 1.0 if i < 8 else 0.0, 1) for i in range(10)]
+    text = B.report(lambda c: {"metaqa2.fs_dense": five, "metaqa2.fs_dense_shots100": hundred}.get(c, []))
+    section = text.split("### Number of target shots (MetaQA)")[1].split("\n## ")[0]
+    rows = {int(r[1]): r for r in ([x.strip() for x in line.split("|")[1:-1]]
+                                    for line in section.splitlines() if "MetaQA, 2-hop" in line)}
+    assert sorted(rows) == [0, 5, 25, 100]
+    assert rows[5][2:4] == ["metaqa2.fs_dense", "10"] and rows[5][5] == "—"
+    assert rows[100][2:4] == ["metaqa2.fs_dense_shots100", "10"] and rows[100][4].startswith("80.0 [")
+    assert rows[100][5].startswith("+30.0 [") and rows[100][5].endswith("(n=10)")  # 80.0 − 50.0, paired
+    assert rows[0][4] == rows[25][4] == "not run yet" and rows[0][5] == rows[25][5] == "—"
+    assert "0 → 73.6, 1 → 70.5, 3 → 72.3, 5 → 74.6" in section and section.count("not run yet") == 10

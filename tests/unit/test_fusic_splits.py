@@ -45,7 +45,7 @@ def _seen_by_consumers(monkeypatch, tmp_path, name: str, shots: int) -> dict[str
     who = ["training"]
 
     def prepared(spec, qids=None, oracle=True, max_hops=2):
-        qs = [q for q in F.load_domain(spec).questions if qids is None or q.qid in qids]
+        qs = FR.domain_questions(spec, qids)  # (the real lookup: the domain's questions, then its reserve)
         read.setdefault(who[0], set()).update(_key(q) for q in qs)
         return []
 
@@ -73,9 +73,13 @@ def _seen_by_consumers(monkeypatch, tmp_path, name: str, shots: int) -> dict[str
 
 
 @pytest.mark.parametrize("name", list(F.TASKS))
-@pytest.mark.parametrize("shots", [0, 5, F.SHOT_POOL])
+@pytest.mark.parametrize("shots", [0, 5, F.SHOT_POOL, 100])
 def test_no_test_question_in_shots_pools_or_retriever_training(monkeypatch, tmp_path, name, shots):
     task = _task_or_skip(name)
+    if shots > F.SHOT_POOL and task.target.name != "metaqa":  # only MetaQA holds more shots than its pool
+        with pytest.raises(ValueError, match=f"shots={shots}: the target .* holds {F.SHOT_POOL} few shots"):
+            F.target_shots(task, shots)
+        return
     test = {_key(q) for q in task.test}
     test_ids, test_texts = {k[0] for k in test}, {k[1] for k in test}
     assert len(task.pool) == F.SHOT_POOL and len(task.test) >= 80
@@ -86,7 +90,8 @@ def test_no_test_question_in_shots_pools_or_retriever_training(monkeypatch, tmp_
         assert not {k[0] for k in keys} & test_ids, f"{name}, {shots} shots: a test qid reaches {consumer}"
         assert not {k[1] for k in keys} & test_texts, f"{name}, {shots} shots: a test question's text reaches {consumer}"
     # what they read is exactly: the source (training; zero-shot exemplars) and the first `shots` of the pool
-    shot_keys = {_key(q) for q in task.pool[:shots]}
+    shot_keys = {_key(q) for q in F.target_shots(task, shots)}
+    assert len(shot_keys) == shots
     source = {_key(q) for q in task.source.questions}
     assert read["training"] == source | shot_keys
     assert read["exemplars"] == read["kbbinder"] == (shot_keys if shots else source)
@@ -117,6 +122,28 @@ def test_metaqa_target_per_hop_datasets(data_dir_or_skip):
         load_dataset("fusic:mw-wd>metaqa:test-4hop")
     with pytest.raises(DatasetError, match="use test, pool or test-<N>hop"):
         load_dataset("fusic:mw-wd>metaqa:dev")
+
+
+def test_metaqa_reserve_adds_shots_outside_the_sampled_questions(data_dir_or_skip):
+    """shots 25/100 (Table 3, issue 20): MetaQA's pool of 10, then 90 more dev questions outside the
+    domain's sampled set (by id and text, so outside the test questions), dealt over the hops, each
+    with a gold form; the exemplars stay the 5-shot cell's (static); more shots than held is an error."""
+    task = F.get_task("mw-wd>metaqa")
+    reserve = F.domain_reserve("metaqa")
+    assert len(reserve) == F.SHOT_RESERVE["metaqa"] == 90 and reserve == F.domain_reserve("metaqa")
+    sampled = {_key(q) for q in task.target.questions}
+    assert not {k[0] for k in map(_key, reserve)} & {k[0] for k in sampled}
+    assert not {k[1] for k in map(_key, reserve)} & {k[1] for k in sampled}
+    assert len({_key(q)[1] for q in reserve}) == 90 and all(task.target.gold(q) is not None for q in reserve)
+    assert [q.metadata["hops"] for q in reserve[:6]] == [1, 2, 3, 1, 2, 3]
+    shots = F.target_shots(task, 100)
+    assert shots[:F.SHOT_POOL] == task.pool and shots[F.SHOT_POOL:] == list(reserve)
+    assert F.target_shots(task, 25) == shots[:25] and F.target_shots(task, 5) == task.pool[:5]
+    with pytest.raises(ValueError, match="holds 100 few shots .*use fewer shots"):
+        F.target_shots(task, 101)
+    q = task.test[0]
+    five, hundred = (F.exemplars_for(q, task, n, "sparql", [], naive=True) for n in (5, 100))
+    assert [e.question for e in hundred] == [e.question for e in five] and len(five) == 5
 
 
 def test_metaqa_shots_gold_sparql_gives_the_gold_answers(data_dir_or_skip):

@@ -16,7 +16,7 @@ from .linking import Linking
 from .reranking import Reranked
 from .retrieval import prepared_domain, retrieve
 from .schema import SchemaProfile
-from .tasks import Task
+from .tasks import Task, target_shots
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,9 +147,9 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     (retriever top-k, no LLM), written as the question's is (``show_values``); ``naive``: question
     and logical form only. ``max_hops``: the exemplars' candidate paths, as the question's (the
     setting ``max_path_hops``)."""
-    if shots:
-        dom, pool = task.target, prepared_domain(task.target.name, tuple(x.qid for x in task.pool[:shots]),
-                                                 max_hops=max_hops)
+    if shots:  # the first n shots first: the static exemplars are the same n whatever the number of shots
+        dom, ids = task.target, tuple(x.qid for x in target_shots(task, shots))
+        pool = [*prepared_domain(dom.name, ids[:n], max_hops=max_hops), *prepared_domain(dom.name, ids[n:], max_hops=max_hops)]
     else:
         dom, pool = task.source, prepared_domain(task.source.name, max_hops=max_hops)
     pool = [p for p in pool if p.gold is not None and (language == "sparql" or p.gold.sexpr(dom.profile))]

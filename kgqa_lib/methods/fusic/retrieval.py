@@ -18,7 +18,7 @@ from .candidates import ASPECTS, Candidate, Candidates, Hop, enumerate_candidate
 from .gold import Gold
 from .linking import Linking, link_entities
 from .schema import _type_iri
-from .tasks import Domain, get_task, load_domain
+from .tasks import Domain, domain_reserve, get_task, load_domain, target_shots
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,8 +121,24 @@ def prepared_domain(spec: str, qids: tuple[str, ...] | None = None, oracle: bool
 @lru_cache(maxsize=16)
 def _prepared_domain(spec: str, qids: tuple[str, ...] | None, oracle: bool, max_hops: int) -> list[Prepared]:
     dom = load_domain(spec)
+    return [prepare(q, dom, oracle=oracle, max_hops=max_hops) for q in domain_questions(spec, qids)]
+
+
+def domain_questions(spec: str, qids: tuple[str, ...] | None = None) -> list[Question]:
+    """A domain's questions (``qids``: those of them): its own in its order, then any of its reserve
+    (further target shots, :data:`tasks.SHOT_RESERVE`) in theirs."""
+    dom = load_domain(spec)
     qs = [q for q in dom.questions if qids is None or q.qid in qids]
-    return [prepare(q, dom, oracle=oracle, max_hops=max_hops) for q in qs]
+    if qids is not None and len(qs) < len(set(qids)):
+        qs += [q for q in domain_reserve(spec) if q.qid in qids]
+    return qs
+
+
+def prepared_shots(task: str, shots: int, max_hops: int = 2, seed: int = 0) -> list[Prepared]:
+    """The first ``shots`` target few shots of a task (:func:`tasks.target_shots`), prepared: the
+    pool's in the domain's order, then the reserve's."""
+    t = get_task(task, seed)
+    return prepared_domain(t.target.name, tuple(q.qid for q in target_shots(t, shots)), max_hops=max_hops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,15 +267,14 @@ def _own_data(t) -> bool:
 
 @lru_cache(maxsize=8)
 def trained_retriever(task: str, shots: int = 0, epochs: int = 2, seed: int = 0, progress: bool = False):
-    """The dense retriever of a task: MiniLM fine-tuned on the source domain (then on ``shots``
-    target questions from the pool). Deterministic and cached on disk; its rankings are recorded
+    """The dense retriever of a task: MiniLM fine-tuned on the source domain (then on its first
+    ``shots`` target few shots, :func:`tasks.target_shots`). Deterministic and cached on disk; its rankings are recorded
     (:class:`RecordedDense`: for the project's own data, so a replay of the notebooks need not train)."""
     from ...embed.retrieval import DenseRetriever, train_dense
 
     t = get_task(task, seed)
     src = training_examples(prepared_domain(t.source.name), seed=seed)
-    few = training_examples(prepared_domain(t.target.name, tuple(q.qid for q in t.pool[:shots])), seed=seed) \
-        if shots else []
+    few = training_examples(prepared_shots(task, shots, seed=seed), seed=seed) if shots else []
 
     def train():
         report = train_dense(src, epochs=epochs, seed=seed, progress=progress)
@@ -285,7 +300,7 @@ def trained_head(task: str, shots: int = 0, seed: int = 0):
     weight, report = train_head(training_examples(prepared_domain(t.source.name), seed=seed), seed=seed)
     reports = [report]
     if shots:
-        few = prepared_domain(t.target.name, tuple(q.qid for q in t.pool[:shots]))
+        few = prepared_shots(task, shots, seed=seed)
         weight, ft = train_head(training_examples(few, seed=seed), base=weight, seed=seed)
         reports.append(ft)
     r = HeadRetriever(weight, label="dense")

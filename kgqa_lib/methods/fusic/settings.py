@@ -14,7 +14,8 @@ class FuSICSettings(Settings):
     """``kgqa run --method fusic --help-settings``."""
 
     task: str = setting("geo-wd>cinema-fb", "the transfer task, source>target (its KGs and questions)")
-    shots: int = setting(5, "few-shot examples of the target available to the retrievers (0 = zero-shot)")
+    shots: int = setting(5, "few-shot examples of the target available to the retrievers (0 = zero-shot); "
+                            "up to the pool's 10, MetaQA up to 100 (tasks.SHOT_RESERVE)")
     retrievers: str = setting("bm25,dense", "comma-separated supervised retrievers: bm25, dense, minilm; 'none' (or "
                                             "'') = the paper's naive LLM FS-ICL baseline: no KB retrieval, question "
                                             "-> SPARQL with the exemplars (sec. 4.2.1)")
