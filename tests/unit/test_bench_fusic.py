@@ -304,3 +304,16 @@ def test_the_shots_rows_pair_each_count_with_five_shots():
     assert rows[100][5].startswith("+30.0 [") and rows[100][5].endswith("(n=10)")  # 80.0 − 50.0, paired
     assert rows[0][4] == rows[25][4] == "not run yet" and rows[0][5] == rows[25][5] == "—"
     assert "0 → 73.6, 1 → 70.5, 3 → 72.3, 5 → 74.6" in section and section.count("not run yet") == 10
+
+
+def test_the_naive_row_gives_its_f1_without_feedback():
+    """The paper's naive FS-ICL baseline has no feedback; our cell keeps FuSIC's rounds, so its row also
+    prints round 0 (here 4 of 10 right at once, 2 more after feedback)."""
+    naive = [_fake(f"q{i}", 1.0 if i < 6 else 0.0, 1 if i < 4 else 3) for i in range(10)]
+    text = B.report(lambda c: {"metaqa1.fs_naive": naive, "gtech.fs_naive": naive}.get(c, []))
+    rows = [x for x in text.splitlines() if f"| {B.CONFIGS['fs_naive'][2]} |" in x]
+    assert len(rows) == 4 and rows[0].count("without feedback (round 0, as the paper's baseline): 40.0;") == 1
+    assert "| 60.0 [" in rows[0] and "MetaQA's entity IRIs are its names" in rows[0]
+    gtech = next(x for x in rows if x.startswith("| GrailQA"))
+    assert "round 0, as the paper's baseline): 40.0" in gtech and "MetaQA's entity IRIs" not in gtech
+    assert "round 0" not in next(x for x in rows if "3-hop" in x)  # not run: nothing to say
