@@ -45,7 +45,10 @@ CONFIGS = {
     "fs_dense_paths3": ("fusic", ("shots=5", "retrievers=dense", "max_path_hops=3"),
                         "FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2)"),
     "zs_dense": ("fusic", ("shots=0", "retrievers=dense"), "FuSIC, dense retriever (≈ FuSIC(T)), zero-shot"),
-    "fs_naive": ("fusic", ("shots=5", "retrievers=none"), "naive LLM FS-ICL (no retrieval), few-shot"),
+    "fs_naive": ("fusic", ("shots=5", "retrievers=none", "egf_rounds=0"),
+                 "naive LLM FS-ICL (no retrieval, no feedback), few-shot"),
+    "fs_naive_egf": ("fusic", ("shots=5", "retrievers=none"),
+                     "naive LLM FS-ICL with FuSIC's feedback rounds (deviation; the paper's baseline has none), few-shot"),
     "fs_bm25": ("fusic", ("shots=5", "retrievers=bm25"), "FuSIC, BM25 alone (second retriever, ≈ FuSIC(P)), few-shot"),
     "fs_both": ("fusic", ("shots=5", "retrievers=bm25,dense"), "FuSIC, BM25 + dense (≈ FuSIC(T,P)), few-shot"),
     "fs_dense_sexpr": ("fusic", ("shots=5", "retrievers=dense", "language=sexpr"), "w/o SPARQL (s-expressions)"),
@@ -77,6 +80,7 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [(p, c) for c in ABLATIONS for p in (*METAQA, "gtech")]
     + [(p, SHOTS[n]) for n in (100, 25) for p in METAQA]
     + [(p, "fs_dense_simex") for p in METAQA]
+    + [(p, "fs_naive_egf") for p in METAQA]
     + [(p, "kbbinder_fs") for p in (*METAQA, "gtech")]
     # KB-BINDER on every pair, zero- and few-shot (issue 22): the same questions as FuSIC's cells
     + [(p, "kbbinder_fs") for p in ("geo2cinema", "cinema2geo")]
@@ -117,6 +121,7 @@ PAPER = {
     "fs_dense_paths3": ("Table 2, few-shot, FuSIC-KBQA(T) — with its 2-hop paths: the paper has no 3-hop run", "70.8"),
     "zs_dense": ("Table 2, zero-shot, FuSIC-KBQA(T)", "68.4"),
     "fs_naive": ("sec. 4.2.1 (b), naive LLM FS-ICL", "< 5.0"),
+    "fs_naive_egf": ("sec. 4.2.1 (b), naive LLM FS-ICL — without feedback", "< 5.0"),
     "fs_bm25": ("Table 2, few-shot, FuSIC-KBQA(P)", "70.3"),
     "fs_both": ("Table 2, few-shot, FuSIC-KBQA(T,P)", "74.6"),
     "fs_dense_sexpr": ("Table 3, few-shot, w/o SPARQL", "64.3"),
@@ -134,7 +139,9 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
     "fs_dense_paths3": "as fs_dense, but candidate paths of up to 3 relations (max_path_hops=3) for the question and "
                        "its exemplars; the retriever still trained on 2-hop candidates",
     "zs_dense": "dense retriever trained on the source only; exemplars from the source",
-    "fs_naive": "the paper reports it only in prose (GPT-4)",
+    "fs_naive": "the paper reports it only in prose (GPT-4): one generation call, 5 exemplars, no retrieval",
+    "fs_naive_egf": "as fs_naive, then up to 4 of FuSIC's execution-guided feedback rounds (its round 0 is fs_naive's "
+                    "answer: the same prompt)",
     "fs_bm25": "BM25 (untrained) stands in for Pangu, the paper's second retriever",
     "fs_both": "BM25 + dense for TIARA + Pangu; appendix-A context sizes for two retrievers (3/5/5)",
     "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr",
@@ -168,15 +175,13 @@ PAPER_CALLS = 4.7  # Limitations: 3 re-rank + 1 generation + 0.7 EGF calls (Grai
 GOAL_F1, GOAL_CALLS = 0.80, 4.7  # issue 20: MetaQA, one retriever, every hop
 
 
-def _naive_note(pair: str, recs: list[dict[str, Any]]) -> str:
-    """What the naive baseline's row adds: its F1 without feedback (the paper's baseline has none; ours
-    keeps the feedback rounds of every FuSIC cell) and, on MetaQA, why a query can be right without retrieval."""
-    out = (f"; without feedback (round 0, as the paper's baseline): {_pct(f1_after_rounds(recs)[0])}" if recs else "")
-    if pair.startswith("metaqa"):
-        out += ("; MetaQA's entity IRIs are its names (e:Dark%20Shadows) and its relations MetaQA's relation names, "
-                "so a query can be written from the question and the exemplars alone — the paper's Freebase ids "
-                "(m.0…) cannot be guessed")
-    return out
+def _naive_note(pair: str) -> str:
+    """On MetaQA, why the naive baseline's query can be right without retrieval."""
+    if not pair.startswith("metaqa"):
+        return ""
+    return ("; MetaQA's entity IRIs are its names (e:Dark%20Shadows) and its relations MetaQA's relation names, so a "
+            "query can be written from the question and the exemplars alone — the paper's Freebase ids (m.0…) cannot "
+            "be guessed")
 
 
 def _pair_note(pair: str) -> str:
@@ -521,7 +526,7 @@ def report(records: Records) -> str:
         cost = f"{row['calls/q']:.2f} | {row['tokens/q']:.0f} | {row['s/q']:.1f} | {row['cache_hits']}" if row else " | | | "
         against = BASELINE_OF.get(config, "fs_dense")  # like for like: zero-shot KB-BINDER against zero-shot FuSIC
         base = rec(pair, against) if config != against else []
-        note = RETRIEVER_NOTE[config] + (_naive_note(pair, recs) if config == "fs_naive" else "")
+        note = RETRIEVER_NOTE[config] + (_naive_note(pair) if config.startswith("fs_naive") else "")
         lines.append(f"| {PAIRS[pair][4]} | {CONFIGS[config][2]} | {len(recs)} | {_f1(recs)} | {_gain(recs, base)} | "
                      f"{value} ({where}) | {note}; {_pair_note(pair)} | {cost} |")
     lines += ["", "## MetaQA goal (issue 20): F1 ≥ 0.80 on every hop with one retriever at ≤ 4.7 LLM calls per question", "",
@@ -621,7 +626,7 @@ def report(records: Records) -> str:
     for c in CELLS:
         pair, config = c.name.split(".")
         recs = records(c.name)
-        if CONFIGS[config][0] != "fusic" or config == "fs_dense_noegf":
+        if CONFIGS[config][0] != "fusic" or "egf_rounds=0" in CONFIGS[config][1]:  # (w/o EGF, the naive baseline)
             continue
         if not recs:
             lines.append(f"| {c.name} | not run yet | | | | | | | |")
@@ -647,7 +652,7 @@ def report(records: Records) -> str:
     fmt = lambda v: "—" if v is None else _pct(v)  # noqa: E731
     for c in CELLS:
         pair, config = c.name.split(".")
-        if CONFIGS[config][0] != "fusic" or config == "fs_naive":
+        if CONFIGS[config][0] != "fusic" or config.startswith("fs_naive"):
             continue
         recs = records(c.name)
         rows = error_rates(recs) if recs else []

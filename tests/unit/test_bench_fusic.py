@@ -25,10 +25,11 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 60 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
-    # the shots rows (MetaQA only, 100 first), then the exemplar-order deviation (similarity), after the ablations
-    assert names[-21:-15] == [f"metaqa{h}.fs_dense_shots{n}" for n in (100, 25) for h in (1, 2, 3)]
-    assert names[-15:-12] == ["metaqa1.fs_dense_simex", "metaqa2.fs_dense_simex", "metaqa3.fs_dense_simex"]
+    assert len(names) == 63 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    # the shots rows (MetaQA only, 100 first), then the deviations (exemplars by similarity, the naive baseline
+    # with feedback), after the ablations
+    assert names[-24:-18] == [f"metaqa{h}.fs_dense_shots{n}" for n in (100, 25) for h in (1, 2, 3)]
+    assert names[-18:-12] == [f"metaqa{h}.{c}" for c in ("fs_dense_simex", "fs_naive_egf") for h in (1, 2, 3)]
     # KB-BINDER last, on every pair, few-shot then zero-shot
     pairs = ["metaqa1", "metaqa2", "metaqa3", "gtech", "geo2cinema", "cinema2geo"]
     assert names[-12:] == [f"{p}.kbbinder_fs" for p in pairs] + [f"{p}.kbbinder_zs" for p in pairs]
@@ -58,13 +59,14 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
                           ("fs_dense_norr", {"rerank": False})):
             assert settings[f"{p}.{a}"] == {**full, **change}
         assert settings[f"{p}.zs_dense"] == {**full, "shots": 0}
-        assert settings[f"{p}.fs_naive"] == {**full, "retrievers": "none"}
+        assert settings[f"{p}.fs_naive"] == {**full, "retrievers": "none", "egf_rounds": 0}  # the paper's: no feedback
         assert settings[f"{p}.fs_both"] == {**full, "retrievers": "bm25,dense"}
         assert settings[f"{p}.kbbinder_fs"] == {"task": full["task"], "shots": 5}
         assert settings[f"{p}.kbbinder_zs"] == {"task": full["task"], "shots": 0}
         if p.startswith("metaqa"):  # the deviation changes the path depth only
             assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
             assert settings[f"{p}.fs_dense_simex"] == {**full, "exemplar_choice": "similarity"}
+            assert settings[f"{p}.fs_naive_egf"] == {**full, "retrievers": "none"}
             assert [settings[f"{p}.{B.SHOTS[n]}"] for n in B.SHOTS] == [{**full, "shots": n} for n in B.SHOTS]
 
 
@@ -306,14 +308,15 @@ def test_the_shots_rows_pair_each_count_with_five_shots():
     assert "0 → 73.6, 1 → 70.5, 3 → 72.3, 5 → 74.6" in section and section.count("not run yet") == 10
 
 
-def test_the_naive_row_gives_its_f1_without_feedback():
-    """The paper's naive FS-ICL baseline has no feedback; our cell keeps FuSIC's rounds, so its row also
-    prints round 0 (here 4 of 10 right at once, 2 more after feedback)."""
-    naive = [_fake(f"q{i}", 1.0 if i < 6 else 0.0, 1 if i < 4 else 3) for i in range(10)]
+def test_the_naive_rows_say_why_metaqa_needs_no_retrieval():
+    """The paper's naive FS-ICL baseline has no feedback (fs_naive); ours with FuSIC's rounds is a named
+    deviation (fs_naive_egf). On MetaQA the row says why a query can be right without retrieval."""
+    naive = [_fake(f"q{i}", 1.0 if i < 6 else 0.0, 1) for i in range(10)]
     text = B.report(lambda c: {"metaqa1.fs_naive": naive, "gtech.fs_naive": naive}.get(c, []))
     rows = [x for x in text.splitlines() if f"| {B.CONFIGS['fs_naive'][2]} |" in x]
-    assert len(rows) == 4 and rows[0].count("without feedback (round 0, as the paper's baseline): 40.0;") == 1
-    assert "| 60.0 [" in rows[0] and "MetaQA's entity IRIs are its names" in rows[0]
-    gtech = next(x for x in rows if x.startswith("| GrailQA"))
-    assert "round 0, as the paper's baseline): 40.0" in gtech and "MetaQA's entity IRIs" not in gtech
-    assert "round 0" not in next(x for x in rows if "3-hop" in x)  # not run: nothing to say
+    assert len(rows) == 4 and "| 60.0 [" in rows[0] and "MetaQA's entity IRIs are its names" in rows[0]
+    assert "MetaQA's entity IRIs" not in next(x for x in rows if x.startswith("| GrailQA"))
+    egf = [x for x in text.splitlines() if f"| {B.CONFIGS['fs_naive_egf'][2]} |" in x]
+    assert len(egf) == 3 and all("not run yet" in x and "MetaQA's entity IRIs" in x for x in egf)
+    feedback = text.split("## F1 after 0..4")[1].split("\n## ")[0]
+    assert "| metaqa1.fs_naive |" not in feedback and "| metaqa1.fs_naive_egf | not run yet" in feedback
