@@ -51,6 +51,12 @@ CONFIGS = {
                      "naive LLM FS-ICL with FuSIC's feedback rounds (deviation; the paper's baseline has none), few-shot"),
     "fs_bm25": ("fusic", ("shots=5", "retrievers=bm25"), "FuSIC, BM25 alone (second retriever, ≈ FuSIC(P)), few-shot"),
     "fs_both": ("fusic", ("shots=5", "retrievers=bm25,dense"), "FuSIC, BM25 + dense (≈ FuSIC(T,P)), few-shot"),
+    "zs_bm25": ("fusic", ("shots=0", "retrievers=bm25"), "FuSIC, BM25 alone (≈ FuSIC(P)), zero-shot"),
+    "zs_both": ("fusic", ("shots=0", "retrievers=bm25,dense"), "FuSIC, BM25 + dense (≈ FuSIC(T,P)), zero-shot"),
+    "fs_dense_values": ("fusic", ("shots=5", "retrievers=dense", "show_path_values=true"),
+                        "FuSIC, dense retriever, few-shot, paths shown with the entities they reach (deviation; the "
+                        "paper's: SPARQL programs)"),
+    "io": ("io", (), "direct answering (IO): the question alone, no KB, no exemplars"),
     "fs_dense_sexpr": ("fusic", ("shots=5", "retrievers=dense", "language=sexpr"), "w/o SPARQL (s-expressions)"),
     "fs_dense_noegf": ("fusic", ("shots=5", "retrievers=dense", "egf_rounds=0"), "w/o EGF"),
     "fs_dense_norr": ("fusic", ("shots=5", "retrievers=dense", "rerank=false"), "w/o re-ranking"),
@@ -69,16 +75,22 @@ ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
 #: reserve, tasks.SHOT_RESERVE; the other targets hold a pool of 10): shots → the cell's configuration
 SHOTS = {0: "zs_dense", 5: "fs_dense", 25: "fs_dense_shots25", 100: "fs_dense_shots100"}
 #: the cell a configuration's gain is paired against in the Table 2 analogue (default: fs_dense)
-BASELINE_OF = {"kbbinder_zs": "zs_dense"}
+BASELINE_OF = {"kbbinder_zs": "zs_dense", "zs_bm25": "zs_dense", "zs_both": "zs_dense"}
+MINIWORLD = ("geo2cinema", "cinema2geo")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
 ORDER = (  # priority: the bench runs the cells in this order
     [(p, "fs_dense") for p in METAQA] + [(p, "fs_dense_paths3") for p in ("metaqa3", "metaqa1", "metaqa2")]
     + [(p, "zs_dense") for p in METAQA] + [("gtech", "fs_dense")]
     + [(p, "fs_naive") for p in (*METAQA, "gtech")]
     + [(p, c) for c in ("fs_bm25", "fs_both") for p in (*METAQA, "gtech")]
-    + [(p, c) for p in ("geo2cinema", "cinema2geo") for c in ("fs_dense", "zs_dense")] + [("gtech", "zs_dense")]
+    + [(p, c) for p in MINIWORLD for c in ("fs_dense", "zs_dense")] + [("gtech", "zs_dense")]
+    + [(p, "io") for p in METAQA]  # a peer number on MetaQA with the same model (issue 20): one short call
     + [(p, c) for c in ABLATIONS for p in (*METAQA, "gtech")]
     + [(p, SHOTS[n]) for n in (100, 25) for p in METAQA]
+    # the rest of Table 2's grid: every pair zero- and few-shot with each retriever, the naive baseline
+    + [(p, c) for c in ("zs_bm25", "zs_both") for p in (*METAQA, "gtech")]
+    + [(p, c) for p in MINIWORLD for c in ("fs_naive", "fs_bm25", "fs_both", "zs_bm25", "zs_both")]
+    + [(p, "fs_dense_values") for p in METAQA]
     + [(p, "fs_dense_simex") for p in METAQA]
     + [(p, "fs_naive_egf") for p in METAQA]
     + [(p, "kbbinder_fs") for p in (*METAQA, "gtech")]
@@ -103,7 +115,7 @@ def make_cell(pair: str, config: str) -> Cell:
     task, dataset, planned, extra, _ = PAIRS[pair]
     method, sets, _ = CONFIGS[config]
     run_args = RUN_ARGS if method != "fusic" else tuple(FUSIC_LLM if a == "local" else a for a in RUN_ARGS)
-    args = [*extra, *run_args, "--set", f"task={task}"]
+    args = [*extra, *run_args] + (["--set", f"task={task}"] if method in ("fusic", "kbbinder") else [])
     for s in sets:
         args += ["--set", s]
     return Cell(cell_name(pair, config), method, dataset, planned, tuple(args))
@@ -124,6 +136,10 @@ PAPER = {
     "fs_naive_egf": ("sec. 4.2.1 (b), naive LLM FS-ICL — without feedback", "< 5.0"),
     "fs_bm25": ("Table 2, few-shot, FuSIC-KBQA(P)", "70.3"),
     "fs_both": ("Table 2, few-shot, FuSIC-KBQA(T,P)", "74.6"),
+    "zs_bm25": ("Table 2, zero-shot, FuSIC-KBQA(P)", "65.1"),
+    "zs_both": ("Table 2, zero-shot, FuSIC-KBQA(T,P)", "71.4"),
+    "fs_dense_values": ("Table 2, few-shot, FuSIC-KBQA(T) — with its paths as SPARQL programs, sec. 3", "70.8"),
+    "io": ("not in the paper", "—"),
     "fs_dense_sexpr": ("Table 3, few-shot, w/o SPARQL", "64.3"),
     "fs_dense_noegf": ("Table 3, few-shot, w/o EGF", "66.6"),
     "fs_dense_norr": ("Table 3, few-shot, w/o RR", "68.4"),
@@ -144,6 +160,13 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
                     "answer: the same prompt)",
     "fs_bm25": "BM25 (untrained) stands in for Pangu, the paper's second retriever",
     "fs_both": "BM25 + dense for TIARA + Pangu; appendix-A context sizes for two retrievers (3/5/5)",
+    "zs_bm25": "BM25 (untrained, so the same as few-shot's) for Pangu; exemplars from the source",
+    "zs_both": "BM25 + dense (trained on the source only) for TIARA + Pangu, 3/5/5 per retriever; exemplars from the "
+               "source",
+    "fs_dense_values": "as fs_dense, but each retrieved path shown with (up to two of) the entities it reaches "
+                       "(show_path_values=true, our prompt before issue 20): a one-hop answer is then in the context",
+    "io": "the local model answers from what it knows (our IO prompt, the PG&AKV baseline's); answer F1 against the "
+          "gold set like every row",
     "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr",
     "fs_dense_noegf": "egf_rounds=0: the first query is final",
     "fs_dense_norr": "rerank=false: each retriever's own top k reaches the prompt",
@@ -306,7 +329,7 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     A record stripped already (restored from the saved records, then saved again) is kept as it is."""
     if r.get("stripped"):
         return r
-    if r.get("method") == "kbbinder":
+    if r.get("method") in ("kbbinder", "io"):
         return strip_baseline(r)
     out = {k: r[k] for k in KEEP if k in r}
     out["prediction"] = ["(answered)"] if r.get("prediction") else []

@@ -25,11 +25,23 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 63 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
-    # the shots rows (MetaQA only, 100 first), then the deviations (exemplars by similarity, the naive baseline
-    # with feedback), after the ablations
-    assert names[-24:-18] == [f"metaqa{h}.fs_dense_shots{n}" for n in (100, 25) for h in (1, 2, 3)]
-    assert names[-18:-12] == [f"metaqa{h}.{c}" for c in ("fs_dense_simex", "fs_naive_egf") for h in (1, 2, 3)]
+    assert len(names) == 87 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    # after the ablations: the shots rows (MetaQA only, 100 first), the rest of Table 2's grid (zero-shot BM25
+    # and both; the mini-world pairs' naive, BM25 and both cells), then the deviations
+    at = names.index("metaqa1.fs_dense_shots100")
+    assert names[at - 1] == "gtech.fs_dense_norr"
+    assert names[at:at + 6] == [f"metaqa{h}.fs_dense_shots{n}" for n in (100, 25) for h in (1, 2, 3)]
+    assert names[at + 6:at + 14] == [f"{p}.{c}" for c in ("zs_bm25", "zs_both")
+                                     for p in ("metaqa1", "metaqa2", "metaqa3", "gtech")]
+    assert names[at + 14:at + 24] == [f"{p}.{c}" for p in ("geo2cinema", "cinema2geo")
+                                      for c in ("fs_naive", "fs_bm25", "fs_both", "zs_bm25", "zs_both")]
+    assert names[-21:-12] == [f"metaqa{h}.{c}" for c in ("fs_dense_values", "fs_dense_simex", "fs_naive_egf")
+                              for h in (1, 2, 3)]
+    # every pair: zero- and few-shot with each retriever and the naive baseline (Table 2's grid); IO on MetaQA
+    for p in B.PAIRS:
+        assert {f"{p}.{c}" for c in ("fs_dense", "fs_bm25", "fs_both", "zs_dense", "zs_bm25", "zs_both", "fs_naive",
+                                     "kbbinder_fs", "kbbinder_zs")} <= set(names), p
+    assert [n for n in names if n.endswith(".io")] == ["metaqa1.io", "metaqa2.io", "metaqa3.io"]
     # KB-BINDER last, on every pair, few-shot then zero-shot
     pairs = ["metaqa1", "metaqa2", "metaqa3", "gtech", "geo2cinema", "cinema2geo"]
     assert names[-12:] == [f"{p}.kbbinder_fs" for p in pairs] + [f"{p}.kbbinder_zs" for p in pairs]
@@ -47,13 +59,19 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         a = _args(c)
         s = coerce_settings(dict(a.set), c.method)
         _, task, split = c.dataset.split(":")
-        assert s["task"] == task and split.startswith("test"), c.name  # (the dataset's name is the spec itself)
+        assert split.startswith("test"), c.name  # (the dataset's name is the spec itself)
+        assert s.get("task") == (task if c.method != "io" else None), c.name  # IO reads no transfer task
         # FuSIC's cells name the prefix-state cache they run with (not in model ids or configs)
         assert a.llm == ("local?prefix_cache=8" if c.method == "fusic" else "local") and a.no_transcripts
         assert (a.sample == 100) == c.name.startswith("metaqa")
         settings[c.name] = s
-    for p in ("metaqa1", "metaqa2", "metaqa3", "gtech"):
+    for p in ("metaqa1", "metaqa2", "metaqa3", "gtech", "geo2cinema", "cinema2geo"):
         full = settings[f"{p}.fs_dense"]
+        zero = {**full, "shots": 0}
+        assert [settings[f"{p}.zs_{r}"] for r in ("dense", "bm25", "both")] == [
+            {**zero, "retrievers": r} for r in ("dense", "bm25", "bm25,dense")]
+        if p in ("geo2cinema", "cinema2geo"):
+            continue
         assert full == {"task": full["task"], "shots": 5, "retrievers": "dense"}
         for a, change in (("fs_dense_sexpr", {"language": "sexpr"}), ("fs_dense_noegf", {"egf_rounds": 0}),
                           ("fs_dense_norr", {"rerank": False})):
@@ -67,6 +85,8 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
             assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
             assert settings[f"{p}.fs_dense_simex"] == {**full, "exemplar_choice": "similarity"}
             assert settings[f"{p}.fs_naive_egf"] == {**full, "retrievers": "none"}
+            assert settings[f"{p}.fs_dense_values"] == {**full, "show_path_values": True}
+            assert settings[f"{p}.io"] == {}
             assert [settings[f"{p}.{B.SHOTS[n]}"] for n in B.SHOTS] == [{**full, "shots": n} for n in B.SHOTS]
 
 
@@ -314,7 +334,7 @@ def test_the_naive_rows_say_why_metaqa_needs_no_retrieval():
     naive = [_fake(f"q{i}", 1.0 if i < 6 else 0.0, 1) for i in range(10)]
     text = B.report(lambda c: {"metaqa1.fs_naive": naive, "gtech.fs_naive": naive}.get(c, []))
     rows = [x for x in text.splitlines() if f"| {B.CONFIGS['fs_naive'][2]} |" in x]
-    assert len(rows) == 4 and "| 60.0 [" in rows[0] and "MetaQA's entity IRIs are its names" in rows[0]
+    assert len(rows) == 6 and "| 60.0 [" in rows[0] and "MetaQA's entity IRIs are its names" in rows[0]
     assert "MetaQA's entity IRIs" not in next(x for x in rows if x.startswith("| GrailQA"))
     egf = [x for x in text.splitlines() if f"| {B.CONFIGS['fs_naive_egf'][2]} |" in x]
     assert len(egf) == 3 and all("not run yet" in x and "MetaQA's entity IRIs" in x for x in egf)
