@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..evaluate.report import format_gain, paired_gain, summarize
+from ..kg.grailqa_fragment import PAPER_TECH_DOMAINS, TECH_DOMAINS
 from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline
 from .core import Cell, Records, Table, register
 
@@ -167,7 +168,9 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
                        "(show_path_values=true, our prompt before issue 20): a one-hop answer is then in the context",
     "io": "the local model answers from what it knows (our IO prompt, the PG&AKV baseline's); answer F1 against the "
           "gold set like every row",
-    "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr",
+    "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr; the retrieved paths "
+                      "are still shown as SPARQL programs (the paper translates TIARA's s-expression paths to SPARQL, "
+                      "appendix A.1.1, and does not say what its w/o-SPARQL prompt shows)",
     "fs_dense_noegf": "egf_rounds=0: the first query is final",
     "fs_dense_norr": "rerank=false: each retriever's own top k reaches the prompt",
     **{f"fs_dense_shots{n}": f"as fs_dense, but the retriever fine-tuned on {n} target shots (the pool's 10, then "
@@ -183,12 +186,17 @@ PAIR_NOTE = {
     "metaqa": "no MetaQA in the paper: source and target differ in KB and IRIs here (Wikidata-style P-ids vs MetaQA's "
               "names), but the mini-world labels its film properties with MetaQA's relation names (P57 \"directed by\", "
               "P161 \"starred actors\"), so the relation names carry over (the paper's pairs share Freebase)",
-    "gtech": "source = GrailQA's non-technical domains (the paper: WebQSP); KB = a fragment of GrailQA's gold facts",
+    "gtech": "source = GrailQA's non-technical domains (the paper: WebQSP); target = GrailQA-Tech: the paper's 5 domains "
+             f"({', '.join(PAPER_TECH_DOMAINS)}, appendix A.4) and {len(TECH_DOMAINS) - len(PAPER_TECH_DOMAINS)} more "
+             f"({', '.join(TECH_DOMAINS[len(PAPER_TECH_DOMAINS):])}), from ToG's 1,000-question sample of GrailQA dev "
+             "(the paper: test questions from GrailQA dev, shots from its train set, sec. 4.1); KB = one fragment of those questions' gold facts",
     "mw": "our mini-world: domain and schema both change (no paper pair does)",
 }
 DIFFERS_ALL = ("Everywhere: the local Qwen2.5-Coder-1.5B (Q4, 8k context) instead of gpt-4-0613; our entity linker "
                "(labels, descriptions, degree) instead of TIARA's trained one; 5 target shots from a pool of 10 "
-               "instead of 100 sampled shots (both show 5 exemplars; MetaQA also 25 and 100, Table 3's shots rows); 100–149 test questions per cell instead of 500.")
+               "instead of 100 sampled shots (both show 5 exemplars; MetaQA also 25 and 100, Table 3's shots rows); "
+               f"{min(p[2] for p in PAIRS.values())}–{max(p[2] for p in PAIRS.values())} test questions per cell "
+               "instead of 500.")
 PAPER_T7 = {"few-shot": {"TIARA": 5.0, "FuSIC-KBQA(T)": 3.2, "Pangu": 27.0, "FuSIC-KBQA(P)": 27.0, "FuSIC-KBQA(T,P)": 2.8},
             "zero-shot": {"TIARA": 8.6, "FuSIC-KBQA(T)": 3.2, "Pangu": 47.8, "FuSIC-KBQA(P)": 47.8, "FuSIC-KBQA(T,P)": 2.6}}
 PAPER_EGF = {"few-shot": (71.6, 74.4, 74.6, 74.6, 74.6), "zero-shot": (66.7, 68.6, 70.8, 71.2, 71.4)}  # sec. 4.2.2, T,P
@@ -602,8 +610,9 @@ def report(records: Records) -> str:
             recs = records(c.name)
             lines.append(f"| {c.name} | {len(recs)} | {kbbinder_profile(recs) or 'not run yet'} |")
     lines += ["", "## Cost per question by stage", "",
-              f"LLM calls counted the paper's way (Limitations: {PAPER_CALLS} calls per question with one retriever = 3 "
-              "re-rank + 1 generation + 0.7 feedback on GrailQA→WebQSP; MetaQA has no entity types, so one retriever makes "
+              f"LLM calls counted the paper's way (Limitations: {PAPER_CALLS} calls per question = 3 re-rank (one "
+              "retriever's three aspects; \"the number of API calls increases with additional retrievers\") + 1 "
+              "generation + 0.7 feedback on GrailQA→WebQSP; MetaQA has no entity types, so one retriever makes "
               "2 re-rank calls there). Seconds per stage from the trace (appendix A.5, GPT-4 with one retriever: "
               + ", ".join(f"{k} {v} s" for k, v in PAPER_STAGE_S.items())
               + "). Our machine: 2 CPU cores shared with other runs; cached LLM calls (cache hits) take no model time.", "",
@@ -640,6 +649,7 @@ def report(records: Records) -> str:
     lines += ["", "## F1 after 0..4 feedback rounds (from each record's attempts)", "",
               "A question whose query first returned answers at round j scores its F1 from round j on (0 before). Paper, "
               "sec. 4.2.2 (FuSIC-KBQA(T,P), W→GI-T): few-shot " + " → ".join(map(str, PAPER_EGF["few-shot"]))
+              + " (rounds 3 and 4: the paper's \"does not improve thereafter\")"
               + "; zero-shot " + " → ".join(map(str, PAPER_EGF["zero-shot"])) + ". `w/o EGF` cell: the same questions "
               "run with egf_rounds=0 (its F1 should equal round 0: the first call is the same prompt). Feedback rounds: "
               "all the cell's, and those whose query is the round before's again (whitespace aside): a round that "
