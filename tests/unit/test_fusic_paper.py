@@ -88,6 +88,52 @@ def test_a_path_is_shown_as_its_sparql_program():
     assert "Michael Curtiz" in c.display(values=True) and "SELECT" not in c.display(values=True)
 
 
+def test_a_path_as_an_s_expression_walks_the_same_path_as_its_sparql_program():
+    """Every candidate path of a few questions, on both mini-world schemas: its s-expression (the setting
+    paths_as=logical_form with language=sexpr) executed through the s-expression converter gives the
+    answers its SPARQL program gives (the topic entity aside)."""
+    from kgqa_lib.methods.fusic.candidates import path_sexpr
+
+    checked = 0
+    for name in ("geo-wd>cinema-fb", "cinema-fb>geo-wd"):
+        dom = F.get_task(name).target
+        for p in prepared_domain(dom.name)[:6]:
+            for c in p.candidates.paths[:15]:
+                s_expr = c.display(profile=dom.profile).split("   # ")[0]
+                assert s_expr == path_sexpr(dom.profile.compact(c.key[0]), c.key[1], dom.profile)
+                by_sexpr = F.execute_query(s_expr, dom.kg, dom.profile, language="sexpr", max_answers=5000)
+                by_sparql = F.execute_query(c.program(), dom.kg, dom.profile, max_answers=5000)
+                topic = {dom.kg.label(c.key[0])}  # (GrailQA's converter leaves the topic out of "sharing r with e")
+                assert by_sparql.ok and set(by_sexpr.answers) - topic == set(by_sparql.answers) - topic, s_expr
+                checked += 1
+    assert checked >= 100
+
+
+def test_w_o_sparql_shows_the_paths_as_s_expressions_with_paths_as_logical_form(tmp_path, one_hop, tmp_cache):
+    task, q, good = one_hop
+    runs = {}
+    for paths_as in ("sparql", "logical_form"):
+        backend, ctx = _run(tmp_path / paths_as, {"shots": 5, "retrievers": "bm25", "language": "sexpr",
+                                                  "paths_as": paths_as}, good)
+        F.fusic(q, ctx)
+        runs[paths_as] = backend
+    for paths_as, backend in runs.items():
+        gen = backend.generation_requests()[0]
+        system = gen[0][1]
+        turns = [c for role, c in gen if role == "user"]  # the exemplars' turns, then the question's
+        paths = [ln.strip() for t in turns for ln in t.splitlines() if ln.startswith("  ")]
+        assert paths and len(turns) == 6
+        if paths_as == "sparql":
+            assert "(as SPARQL queries)" in system and all(p.startswith("SELECT DISTINCT ?x WHERE {") for p in paths)
+        else:
+            assert "(as s-expressions)" in system and "SPARQL queries" not in system
+            assert all(p.startswith("(JOIN ") for p in paths)
+        # re-ranking reads the SPARQL programs either way (its calls are fs_dense's)
+        rr = [m[-1][1] for m in backend.rerank_requests()]
+        assert any("SELECT DISTINCT ?x WHERE {" in t for t in rr) and not any("(JOIN " in t for t in rr)
+    assert runs["sparql"].rerank_requests() == runs["logical_form"].rerank_requests()
+
+
 # ---- the generation prompt -----------------------------------------------------------------------------
 def _context_of(messages):
     """The question's own part of the generation prompt (the last user turn)."""

@@ -31,11 +31,15 @@ class Candidate:
         retrieved KB data paths as well"; appendix A.1.3 shows them as ``SELECT DISTINCT ?x WHERE {…}``)."""
         return f"SELECT DISTINCT ?x WHERE {{ {self.query} }}" if self.aspect == "path" else self.query
 
-    def display(self, values: bool = False) -> str:
+    def display(self, values: bool = False, profile: SchemaProfile | None = None) -> str:
         """A path as the LLM reads it: its SPARQL program and, as a comment, the relations' labels
         (the Wikidata-like schema's ids are opaque; the paper's Freebase ids name themselves).
         ``values`` (the setting ``show_path_values``): the bare pattern and up to two entities it
-        reaches instead, as before — a one-hop answer is then visible in the context."""
+        reaches instead, as before — a one-hop answer is then visible in the context. ``profile``
+        given: the path as an s-expression instead (the setting ``paths_as=logical_form`` when the
+        LLM writes s-expressions), with the same comment."""
+        if profile is not None and self.aspect == "path":
+            return f"{path_sexpr(profile.compact(self.key[0]), self.key[1], profile)}   # {self.text}"
         if not values:
             return f"{self.program()}   # {self.text}"
         ex = f"  [e.g. {', '.join(self.examples[:2])}]" if self.examples else ""
@@ -138,6 +142,16 @@ def path_pattern(seed_q: str, hops: Sequence[Hop], profile: SchemaProfile, targe
         parts.append(f"{nxt} {r} {cur} ." if inv else f"{cur} {r} {nxt} .")
         cur = nxt
     return " ".join(parts)
+
+
+def path_sexpr(seed: str, hops: Sequence[Hop], profile: SchemaProfile) -> str:
+    """``(JOIN (R wdt:P17) (JOIN (R wdt:P19) wd:Q1))`` for a (relation, inverse) sequence: walking a
+    relation forward from a set is ``(JOIN (R r) set)``, backward ``(JOIN r set)`` (GrailQA's form)."""
+    expr = seed
+    for rel, inv in hops:
+        r = profile.compact(rel)
+        expr = f"(JOIN {r} {expr})" if inv else f"(JOIN (R {r}) {expr})"
+    return expr
 
 
 def _rel_text(kg, rel: str, inverse: bool) -> str:

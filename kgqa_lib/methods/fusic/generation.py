@@ -23,11 +23,12 @@ from .tasks import Task, target_shots
 # 5. Logical-form generation
 # ---------------------------------------------------------------------------------------------
 def context_block(linking: Linking | None, contexts: Sequence[Reranked], profile: SchemaProfile, *,
-                  show_values: bool = False) -> str:
+                  show_values: bool = False, paths_in: str = "sparql") -> str:
     """The retrieved KB context as the LLM reads it, one section per retriever: the linked entities,
     the paths as SPARQL programs (paper sec. 3; ``show_values``: with the entities they reach, the
-    setting ``show_path_values``), the relations and types with their labels. ``linking=None`` (the
-    naive baseline): no KB context at all, an empty string."""
+    setting ``show_path_values``; ``paths_in="sexpr"``: as s-expressions, the setting ``paths_as``), the
+    relations and types with their labels. ``linking=None`` (the naive baseline): no KB context at all,
+    an empty string."""
     if linking is None:
         return ""
     lines = ["Entities: " + ("; ".join(f"{profile.compact(m.iri)} ({m.label})" for m in linking.mentions) or "none found")]
@@ -41,7 +42,7 @@ def context_block(linking: Linking | None, contexts: Sequence[Reranked], profile
             title = {"path": "Paths", "relation": "Relations", "type": "Types"}[part.aspect]
             if part.aspect == "path":
                 lines.append(f"{title} (retriever {i}):")
-                lines += [f"  {c.display(show_values)}" for c in part.items]
+                lines += [f"  {c.display(show_values, profile if paths_in == 'sexpr' else None)}" for c in part.items]
             else:
                 lines.append(f"{title} (retriever {i}): " + "; ".join(f"{c.query} ({c.text})" for c in part.items))
     return "\n".join(lines)
@@ -61,16 +62,28 @@ def _fence(language: str, text: str) -> str:
     return f"```{'sparql' if language == 'sparql' else 'lisp'}\n{text}\n```"
 
 
+#: the s-expression prompt's words for the paths, and what they become when the paths are shown as
+#: s-expressions (the setting ``paths_as=logical_form``; a substitution, so the prompt file — whose hash
+#: is in every FuSIC run's configuration — stays as it is)
+PATHS_AS_SPARQL, PATHS_AS_SEXPR = "candidate relation paths (as SPARQL queries)", "candidate relation paths (as s-expressions)"
+
+
 def build_messages(question: str, context: str, exemplars: Sequence[Exemplar], language: str,
-                   profile: SchemaProfile, *, naive: bool = False) -> list[dict[str, str]]:
+                   profile: SchemaProfile, *, naive: bool = False, paths_in: str = "sparql") -> list[dict[str, str]]:
     """The generation prompt: system instructions, the exemplars as dialogue turns, the question
     with its context. ``naive``: the paper's naive LLM FS-ICL baseline (sec. 4.2.1: the question
-    and exemplars of question → logical form, no KB retrieval), SPARQL only."""
+    and exemplars of question → logical form, no KB retrieval), SPARQL only. ``paths_in="sexpr"``:
+    the instructions say the paths are s-expressions (the contexts were written so)."""
     name = "fusic_naive" if naive and language == "sparql" else "fusic_sparql" if language == "sparql" else "fusic_sexpr"
     prompt = load_prompt(name)
     shots = "".join(f"Question: {e.question}\n{e.context}{chr(10) if e.context else ''}>>> assistant\n"
                     f"{_fence(language, e.target)}\n>>> user\n" for e in exemplars)
-    return prompt.messages(exemplars=shots, question=question, context=context)
+    messages = prompt.messages(exemplars=shots, question=question, context=context)
+    if paths_in == "sexpr":
+        if PATHS_AS_SPARQL not in messages[0]["content"]:
+            raise ValueError(f"the prompt {name} no longer says {PATHS_AS_SPARQL!r}: update PATHS_AS_SPARQL")
+        messages[0] = {**messages[0], "content": messages[0]["content"].replace(PATHS_AS_SPARQL, PATHS_AS_SEXPR)}
+    return messages
 
 
 _FENCED = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)(?:```|$)", re.S)
@@ -134,7 +147,8 @@ def exemplar_order(q: Question, pool: Sequence[Question], n: int, choice: str = 
 
 def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers: Sequence[Any], n: int = 5,
                   k_sizes: dict[str, int] | None = None, embedder=None, *, show_values: bool = False,
-                  naive: bool = False, max_hops: int = 2, choice: str = "static", seed: int = 0) -> list[Exemplar]:
+                  naive: bool = False, max_hops: int = 2, choice: str = "static", seed: int = 0,
+                  paths_in: str = "sparql") -> list[Exemplar]:
     """The n exemplars of the generation prompt (the paper's 5, appendix A.1.3): from the target's
     few shots, or (zero-shot) from the source domain. ``choice`` (the setting ``exemplar_choice``):
     ``static`` = the paper (sec. 3: "few-shot exemplars from the target. For zero-shot, target
@@ -166,7 +180,8 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
             continue
         ctxs = [Reranked(x.retriever, x.aspect, [c for c, _ in x.items[:k_sizes[x.aspect]]], [])
                 for x in retrieve(p.question.question, p.candidates, retrievers, max(k_sizes.values()))]
-        out.append(Exemplar(p.question.question, context_block(p.linking, ctxs, dom.profile, show_values=show_values),
+        out.append(Exemplar(p.question.question, context_block(p.linking, ctxs, dom.profile, show_values=show_values,
+                                                             paths_in=paths_in),
                             target))
     return out
 

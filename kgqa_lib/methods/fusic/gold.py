@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from ...data.datasets import Question
-from .candidates import Hop, path_pattern
+from .candidates import Hop, path_pattern, path_sexpr
 from .schema import SchemaProfile
 
 
@@ -72,13 +72,6 @@ class Gold:
         """The same logical form as a GrailQA s-expression."""
         if self.given_sexpr:
             return self.given_sexpr
-        def chain(seed: str, hops: Sequence[Hop]) -> str:
-            expr = seed
-            for rel, inv in hops:  # walking rel forward from the set = (JOIN (R rel) set)
-                r = profile.compact(rel)
-                expr = f"(JOIN {r} {expr})" if inv else f"(JOIN (R {r}) {expr})"
-            return expr
-
         if len(self.attr) != 1 and self.kind in ("argmax", "argmin", "compare"):
             return ""  # an attribute behind a CVT has no single relation to ARGMAX over
         if self.kind == "compare":
@@ -88,7 +81,7 @@ class Gold:
             (r1, _), (r2, _) = self.hops
             node = f"(AND (JOIN (R {profile.compact(r1)}) {profile.compact(self.topics[0])}) (JOIN {profile.compact(self.at[0])} {self.at[1]}))"
             return f"(JOIN (R {profile.compact(r2)}) {node})"
-        body = chain(profile.compact(self.topics[0]), self.hops)
+        body = path_sexpr(profile.compact(self.topics[0]), self.hops, profile)
         if self.kind == "count":
             return f"(COUNT {body})"
         if self.kind in ("argmax", "argmin"):

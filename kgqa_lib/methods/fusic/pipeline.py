@@ -76,12 +76,13 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
         else:
             ranked = [Reranked(r.retriever, r.aspect, [c for c, _ in r.items], []) for r in retrieved]
         contexts = trim(ranked, sizes)
-    context = context_block(linking, contexts, dom.profile, show_values=st.show_path_values)
+    paths_in = s["language"] if st.paths_as == "logical_form" else "sparql"
+    context = context_block(linking, contexts, dom.profile, show_values=st.show_path_values, paths_in=paths_in)
     shots = tr.record("exemplars", exemplars_for, q, task, s["shots"], s["language"], retrievers, s["exemplars"],
                       sizes, embedder, show_values=st.show_path_values, naive=naive and not st.naive_entities,
-                      max_hops=st.max_path_hops, choice=st.exemplar_choice, seed=ctx.seed)
+                      max_hops=st.max_path_hops, choice=st.exemplar_choice, seed=ctx.seed, paths_in=paths_in)
     messages = build_messages(q.question, context, shots, s["language"], dom.profile,
-                              naive=naive and not st.naive_entities)
+                              naive=naive and not st.naive_entities, paths_in=paths_in)
     entities = linking.entities if linking is not None else []
     attempts = tr.record("generate_and_execute", egf_loop, messages, kg, dom.profile, ctx, s["language"],
                          s["egf_rounds"], entities)

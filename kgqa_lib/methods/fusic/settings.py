@@ -48,6 +48,11 @@ class FuSICSettings(Settings):
                   "they are; zero-shot, source questions drawn at random once, with the run's seed); similarity "
                   "= the `exemplars` closest to the question by sentence embedding, closest last (dynamic "
                   "selection, which the paper tried and dropped; the default before issue 20's static one)")
+    paths_as: Literal["sparql", "logical_form"] = setting(
+        "sparql", "how the generation prompt shows the retrieved paths: sparql = as SPARQL programs (sec. 3, "
+                  "whatever the LLM writes); logical_form = in the language the LLM writes — with language=sexpr, "
+                  "as s-expressions (the paper translates TIARA's s-expression paths to SPARQL, appendix A.1.1; "
+                  "its w/o-SPARQL ablation does not say which it shows). Re-ranking always reads SPARQL")
     naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
                                           "(the no-retrieval configuration before issue 20)")
 
