@@ -702,7 +702,10 @@ def report(records: Records) -> str:
             lines.append(f"| {c.name} | {x['retriever']} | {x['aspect']} | {x['n']} | {fmt(x['top_K'])} | "
                          f"{fmt(x['before'])} | {fmt(x['after'])} |")
     lines += ["", "Not run: shots 25/100 on GrailQA-Tech and the mini-world (their targets hold a pool of 10 questions; "
-              "MetaQA has a reserve), zero-shot ablations, FuSIC(T,P) EGF curve beyond what the `fs_both` cells give."]
+              "MetaQA has a reserve), zero-shot ablations, FuSIC(T,P) EGF curve beyond what the `fs_both` cells give. "
+              "Settings with no benchmark cell (unit-tested only): `context_size=compact`, `rerank_short_lists=false`, "
+              "`naive_entities`, `dense_training=head` — the behaviours before issue 20 other than `show_path_values` "
+              "(cell `fs_dense_values`)."]
     return "\n".join(lines) + "\n"
 
 
