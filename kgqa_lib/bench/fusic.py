@@ -196,7 +196,8 @@ PAIR_NOTE = {
     "gtech": "source = GrailQA's non-technical domains (the paper: WebQSP); target = GrailQA-Tech: the paper's 5 domains "
              f"({', '.join(PAPER_TECH_DOMAINS)}, appendix A.4) and {len(TECH_DOMAINS) - len(PAPER_TECH_DOMAINS)} more "
              f"({', '.join(TECH_DOMAINS[len(PAPER_TECH_DOMAINS):])}), from ToG's 1,000-question sample of GrailQA dev "
-             "(the paper: test questions from GrailQA dev, shots from its train set, sec. 4.1); KB = one fragment of those questions' gold facts",
+             "(the paper: test questions from GrailQA dev, shots from its train set, sec. 4.1); KB = one fragment of "
+             "those questions' gold facts",
     "mw": "our mini-world: domain and schema both change (no paper pair does)",
 }
 DIFFERS_ALL = ("Everywhere: the local Qwen2.5-Coder-1.5B (Q4, 8k context) instead of gpt-4-0613; our entity linker "

@@ -611,7 +611,7 @@ def kbbinder(q: Question, ctx: Context) -> MethodResult:
     ``max_candidates`` (20 per draft), ``max_answers`` (500)."""
     s = KBBinderSettings.of(ctx)
     if s.task:
-        from .fusic import get_task, target_shots
+        from .fusic import get_task
 
         dom = get_task(s.task, ctx.seed).target
         kg, kg_name, profile = dom.kg_for(q), dom.kg_name, dom.profile

@@ -65,7 +65,8 @@ def _fence(language: str, text: str) -> str:
 #: the s-expression prompt's words for the paths, and what they become when the paths are shown as
 #: s-expressions (the setting ``paths_as=logical_form``; a substitution, so the prompt file — whose hash
 #: is in every FuSIC run's configuration — stays as it is)
-PATHS_AS_SPARQL, PATHS_AS_SEXPR = "candidate relation paths (as SPARQL queries)", "candidate relation paths (as s-expressions)"
+PATHS_AS_SPARQL = "candidate relation paths (as SPARQL queries)"
+PATHS_AS_SEXPR = "candidate relation paths (as s-expressions)"
 
 
 def build_messages(question: str, context: str, exemplars: Sequence[Exemplar], language: str,
@@ -163,7 +164,8 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     setting ``max_path_hops``)."""
     if shots:  # the first n shots first: the static exemplars are the same n whatever the number of shots
         dom, ids = task.target, tuple(x.qid for x in target_shots(task, shots))
-        pool = [*prepared_domain(dom.name, ids[:n], max_hops=max_hops), *prepared_domain(dom.name, ids[n:], max_hops=max_hops)]
+        pool = [*prepared_domain(dom.name, ids[:n], max_hops=max_hops),
+                *prepared_domain(dom.name, ids[n:], max_hops=max_hops)]
     else:
         dom, pool = task.source, prepared_domain(task.source.name, max_hops=max_hops)
     pool = [p for p in pool if p.gold is not None and (language == "sparql" or p.gold.sexpr(dom.profile))]

@@ -268,8 +268,9 @@ def _own_data(t) -> bool:
 @lru_cache(maxsize=8)
 def trained_retriever(task: str, shots: int = 0, epochs: int = 2, seed: int = 0, progress: bool = False):
     """The dense retriever of a task: MiniLM fine-tuned on the source domain (then on its first
-    ``shots`` target few shots, :func:`tasks.target_shots`). Deterministic and cached on disk; its rankings are recorded
-    (:class:`RecordedDense`: for the project's own data, so a replay of the notebooks need not train)."""
+    ``shots`` target few shots, :func:`tasks.target_shots`). Deterministic and cached on disk; its
+    rankings are recorded (:class:`RecordedDense`: for the project's own data, so a replay of the
+    notebooks need not train)."""
     from ...embed.retrieval import DenseRetriever, train_dense
 
     t = get_task(task, seed)

@@ -175,11 +175,13 @@ def domain_reserve(spec: str, seed: int = 0) -> tuple[Question, ...]:
     rng = random.Random(seed)
     rng.shuffle(rest)
     out: list[Question] = []
+    seen: set[str] = set()
     for q in _dealt(rest, STRATA[name]) if name in STRATA else rest:
         if len(out) == n:
             break
-        if dom.gold(q) is not None and _norm(q.question) not in {_norm(x.question) for x in out}:
+        if dom.gold(q) is not None and _norm(q.question) not in seen:
             out.append(q)
+            seen.add(_norm(q.question))
     return tuple(out)
 
 
@@ -192,7 +194,8 @@ def target_shots(task: Task, shots: int) -> list[Question]:
     if shots > len(task.pool) + len(more):
         raise ValueError(f"shots={shots}: the target {task.target.name} of fusic:{task.name} holds "
                          f"{len(task.pool) + len(more)} few shots (a pool of {len(task.pool)}"
-                         + (f" + a reserve of {len(more)}" if more else "; only MetaQA has a reserve") + "); use fewer shots")
+                         + (f" + a reserve of {len(more)}" if more else "; only MetaQA has a reserve")
+                         + "); use fewer shots")
     return task.pool + list(more[:shots - len(task.pool)])
 
 
