@@ -277,7 +277,7 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     section = text.split("## Candidate path depth")[1].split("\n## ")[0]
     row = next(x for x in section.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 3-hop"))
     cells = [x.strip() for x in row.split("|")[1:-1]]
-    assert cells[1] == "10 / 10" and cells[2].startswith("0.0 [") and cells[3].startswith("60.0 [")
+    assert cells[1] == "10" and cells[2].startswith("0.0 [") and cells[3].startswith("60.0 [")
     assert cells[4].startswith("+60.0") and cells[4].endswith("(n=10)")
     assert cells[5] == "0/10 / 8/10" and cells[6] == "0/10 / 6/10" and cells[7] == "4.00 / 3.00"
     assert cells[9] == "70.8 (Table 2, few-shot, FuSIC-KBQA(T))" and "appendix A.1.1" in section
@@ -286,6 +286,15 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     assert "- FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2):" in text
     assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
     assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text
+    # a partial deviation cell meets the paper-default cell on its own questions, in every column
+    two[0], two[1] = (_fake(f"q{i}", 1.0, 5, [_ret("dense", "path", False, False, False)], hops=3) for i in (0, 1))
+    text = B.report(lambda cell: {"metaqa3.fs_dense": two, "metaqa3.fs_dense_paths3": three[:4]}.get(cell, []))
+    row = next(x for x in text.split("## Candidate path depth")[1].splitlines()
+               if x.startswith("| mini-world (Wikidata-style) → MetaQA, 3-hop"))
+    cells = [x.strip() for x in row.split("|")[1:-1]]
+    assert cells[1] == "4" and cells[2].startswith("50.0 [") and cells[3].startswith("100.0 [")
+    assert cells[4].startswith("+50.0") and cells[4].endswith("(n=4)")
+    assert cells[5] == "0/4 / 4/4" and cells[7] == "5.50 / 3.00"  # all 10 would read 4.60
 
 
 def test_kbbinder_rows_pair_like_for_like_and_count_their_drafts():
@@ -342,3 +351,14 @@ def test_the_naive_rows_say_why_metaqa_needs_no_retrieval():
     assert len(egf) == 3 and all("not run yet" in x and "MetaQA's entity IRIs" in x for x in egf)
     feedback = text.split("## F1 after 0..4")[1].split("\n## ")[0]
     assert "| metaqa1.fs_naive |" not in feedback and "| metaqa1.fs_naive_egf | not run yet" in feedback
+
+
+def test_a_partial_table2_cell_shows_its_baseline_on_its_own_questions():
+    full = [_fake(f"q{i}", 1.0 if i < 5 else 0.0, 1) for i in range(10)]
+    part = [_fake(f"q{i}", 0.0, 1) for i in range(5, 8)]  # 3 questions the baseline got wrong
+    text = B.report(lambda cell: {"metaqa1.fs_dense": full, "metaqa1.fs_naive": part}.get(cell, []))
+    row = next(x for x in text.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 1-hop")
+               and "| 3 |" in x)
+    assert "+0.0" in row and "(n=3); fs_dense on these: 0.0 |" in row
+    text = B.report(lambda cell: {"metaqa1.fs_dense": full, "metaqa1.fs_naive": full}.get(cell, []))
+    assert "on these" not in text  # a complete cell needs no second number
