@@ -163,7 +163,8 @@ def save_runs(paths: Iterable[str | Path], folder: str | Path,
               transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, int]:
     """Keep run files as ``<folder>/<name>.jsonl.gz`` (deterministic bytes, so unchanged runs make
     no diff), each record passed through ``transform`` (e.g. to strip a benchmark's content).
-    Long benchmarks use this to carry progress across machines; returns records saved per file."""
+    Long benchmarks use this to carry progress across machines; returns records saved per file. Each
+    file is replaced whole (``.tmp`` + ``os.replace``), so a copy is never seen half written."""
     import gzip
 
     folder = Path(folder)
@@ -172,7 +173,10 @@ def save_runs(paths: Iterable[str | Path], folder: str | Path,
     for p in map(Path, paths):
         recs = [transform(r) if transform else r for r in read_records(p)]
         data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in recs)
-        (folder / (p.name + ".gz")).write_bytes(gzip.compress(data.encode("utf-8"), mtime=0))
+        target = folder / (p.name + ".gz")
+        tmp = target.with_name(target.name + ".tmp")  # a save killed midway (or read midway) leaves the old copy
+        tmp.write_bytes(gzip.compress(data.encode("utf-8"), mtime=0))
+        os.replace(tmp, target)
         counts[p.name] = len(recs)
     return counts
 

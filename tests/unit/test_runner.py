@@ -132,6 +132,26 @@ def test_save_and_restore_runs(tmp_path):
     first = (saved / "a.jsonl.gz").read_bytes()
     save_runs([f], saved, strip)
     assert (saved / "a.jsonl.gz").read_bytes() == first  # deterministic: no diff when nothing changed
+    # a save that dies while writing (disk full, killed) leaves the previous copy whole
+    import pathlib
+
+    import pytest
+
+    f.write_text(f.read_text() + json.dumps({"qid": "3", "metrics": {"hits@1": 0.0}}) + "\n")
+    real = pathlib.Path.write_bytes
+
+    def half_then_fail(self, data):
+        real(self, data[: len(data) // 2])
+        raise OSError("No space left on device")
+
+    pathlib.Path.write_bytes = half_then_fail
+    try:
+        with pytest.raises(OSError):
+            save_runs([f], saved, strip)
+    finally:
+        pathlib.Path.write_bytes = real
+    assert (saved / "a.jsonl.gz").read_bytes() == first
+    f.write_text("".join(f.read_text().splitlines(keepends=True)[:3]))
     assert restore_runs(saved, runs) == {"a.jsonl": "kept (exists)"}
     f.unlink()
     assert restore_runs(saved, runs) == {"a.jsonl": "restored"}
