@@ -517,7 +517,7 @@ def depth_section(rec) -> list[str]:
     for pair, config in [(p, d) for p in PAIRS for d in DEPTH if cell_name(p, d) in _NAMES]:
         base_config, hops = DEPTH[config]
         base, recs = rec(pair, base_config), rec(pair, config)
-        if recs:  # every column on the questions both cells hold (a partial deviation cell: its questions)
+        if recs and base:  # every column on the questions both cells hold (a partial deviation cell: its questions)
             ids = {r["qid"] for r in recs} & {r["qid"] for r in base}
             base, recs = [r for r in base if r["qid"] in ids], [r for r in recs if r["qid"] in ids]
         calls = [(_stage_means(r)[0].get("total") if r else None) for r in (base, recs)]
