@@ -488,6 +488,12 @@ def query_lengths(recs: list[dict[str, Any]]) -> dict[str, int] | None:
 
 
 # ---------------------------------------------------------------- the report
+def _on_shared(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``a`` and ``b`` kept to the questions (qids) both hold."""
+    ids = {r["qid"] for r in a} & {r["qid"] for r in b}
+    return [r for r in a if r["qid"] in ids], [r for r in b if r["qid"] in ids]
+
+
 def _share(recs: list[dict[str, Any]], key: str, hops: int) -> str:
     """Questions whose gold path is in the top K (``key`` top_K) / the prompt (``prompt``), of n."""
     if not recs:
@@ -518,8 +524,7 @@ def depth_section(rec) -> list[str]:
         base_config, hops = DEPTH[config]
         base, recs = rec(pair, base_config), rec(pair, config)
         if recs and base:  # every column on the questions both cells hold (a partial deviation cell: its questions)
-            ids = {r["qid"] for r in recs} & {r["qid"] for r in base}
-            base, recs = [r for r in base if r["qid"] in ids], [r for r in recs if r["qid"] in ids]
+            base, recs = _on_shared(base, recs)
         calls = [(_stage_means(r)[0].get("total") if r else None) for r in (base, recs)]
         secs = [(_stage_means(r)[1].get("retrieval") if r else None) for r in (base, recs)]
         two = lambda xs, fmt: " / ".join("—" if x is None else fmt.format(x) for x in xs)  # noqa: E731
@@ -571,11 +576,9 @@ def report(records: Records) -> str:
         against = BASELINE_OF.get(config, "fs_dense")  # like for like: zero-shot KB-BINDER against zero-shot FuSIC
         base = rec(pair, against) if config != against else []
         note = RETRIEVER_NOTE[config] + (_naive_note(pair) if config.startswith("fs_naive") else "")
-        gain = _gain(recs, base)
-        shared = {r["qid"] for r in recs}
-        if recs and base and len(shared) < len({r["qid"] for r in base}):  # a partial cell: its baseline on its questions
-            on = [r["metrics"]["f1"] for r in base if r["qid"] in shared and r["metrics"].get("f1") is not None]
-            gain += f"; {against} on these: {100 * _mean(on):.1f}"
+        gain, on = _gain(recs, base), _on_shared(base, recs)[0]
+        if recs and base and len(on) < len(base):  # a partial cell: its baseline on its questions
+            gain += f"; {against} on these: {100 * _mean([r['metrics']['f1'] for r in on]):.1f}"
         lines.append(f"| {PAIRS[pair][4]} | {CONFIGS[config][2]} | {len(recs)} | {_f1(recs)} | {gain} | "
                      f"{value} ({where}) | {note}; {_pair_note(pair)} | {cost} |")
     lines += ["", "## MetaQA goal (issue 20): F1 ≥ 0.80 on every hop with one retriever at ≤ 4.7 LLM calls per question", "",
