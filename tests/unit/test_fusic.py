@@ -284,3 +284,22 @@ def test_linking_finds_long_titles_and_titles_ending_in_punctuation():
     assert linked("Who directed Inception?") == ["Inception"]
     assert linked("Who directed Inception.") == ["Inception"]
     assert "lux" not in linked("which unit of time is in a measurement system with illuminance units lux?")
+
+
+def test_grailqa_exemplar_sparql_is_written_from_the_s_expression():
+    """A question with the dataset's own logical forms (GrailQA) shows the LLM concise SPARQL
+    written from its s-expression (the setting exemplar_sparql=concise, the default); "dataset"
+    keeps GrailQA's own nested query (stop 29's GrailQA-Tech runs)."""
+    from kgqa_lib.methods.fusic.gold import Gold
+    from kgqa_lib.methods.fusic.schema import PROFILES
+
+    prof = PROFILES["grailqa-fragment"]
+    verbose = "SELECT (?x0 AS ?value) WHERE { SELECT DISTINCT ?x0 WHERE { VALUES ?x1 { ns:m.1 } ?x0 ns:a.b.c ?x1 . } }"
+    g = Gold(["http://rdf.freebase.com/ns/m.1"], [], "path", given_sparql=verbose,
+             given_sexpr="(AND ns:a.b (JOIN ns:a.b.c ns:m.1))")
+    assert g.sparql(prof) == ("SELECT DISTINCT ?x WHERE { ?x ns:a.b.c ns:m.1 . ?x ns:type.object.type ns:a.b . "
+                              "FILTER(?x != ns:m.1) }")
+    assert g.sparql(prof, "dataset") == verbose
+    assert Gold([], [], "path", given_sparql=verbose, given_sexpr="(JOIN ns:a").sparql(prof) == ""  # unparsable: no exemplar
+    with pytest.raises(ValueError):
+        g.sparql(prof, "verbose")

@@ -149,7 +149,7 @@ def exemplar_order(q: Question, pool: Sequence[Question], n: int, choice: str = 
 def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers: Sequence[Any], n: int = 5,
                   k_sizes: dict[str, int] | None = None, embedder=None, *, show_values: bool = False,
                   naive: bool = False, max_hops: int = 2, choice: str = "static", seed: int = 0,
-                  paths_in: str = "sparql") -> list[Exemplar]:
+                  paths_in: str = "sparql", sparql_form: str = "concise") -> list[Exemplar]:
     """The n exemplars of the generation prompt (the paper's 5, appendix A.1.3): from the target's
     few shots, or (zero-shot) from the source domain. ``choice`` (the setting ``exemplar_choice``):
     ``static`` = the paper (sec. 3: "few-shot exemplars from the target. For zero-shot, target
@@ -161,14 +161,17 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     closest last (before issue 20's static default). Each exemplar carries its own retrieved context
     (retriever top-k, no LLM), written as the question's is (``show_values``); ``naive``: question
     and logical form only. ``max_hops``: the exemplars' candidate paths, as the question's (the
-    setting ``max_path_hops``)."""
+    setting ``max_path_hops``). ``sparql_form``: how a GrailQA exemplar's SPARQL is written
+    (:meth:`Gold.sparql`; the setting ``exemplar_sparql``)."""
     if shots:  # the first n shots first: the static exemplars are the same n whatever the number of shots
         dom, ids = task.target, tuple(x.qid for x in target_shots(task, shots))
         pool = [*prepared_domain(dom.name, ids[:n], max_hops=max_hops),
                 *prepared_domain(dom.name, ids[n:], max_hops=max_hops)]
     else:
         dom, pool = task.source, prepared_domain(task.source.name, max_hops=max_hops)
-    pool = [p for p in pool if p.gold is not None and (language == "sparql" or p.gold.sexpr(dom.profile))]
+    logical_form = ((lambda g: g.sparql(dom.profile, sparql_form)) if language == "sparql"
+                    else (lambda g: g.sexpr(dom.profile)))
+    pool = [p for p in pool if p.gold is not None and logical_form(p.gold)]
     if not pool or n <= 0:
         return []
     order = exemplar_order(q, [p.question for p in pool], n, choice, seed, embedder, shots=bool(shots))
@@ -176,7 +179,7 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     out = []
     for i in order:
         p = pool[i]
-        target = p.gold.sparql(dom.profile) if language == "sparql" else p.gold.sexpr(dom.profile)
+        target = logical_form(p.gold)
         if naive:
             out.append(Exemplar(p.question.question, "", target))
             continue

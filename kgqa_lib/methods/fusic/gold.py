@@ -24,7 +24,7 @@ class Gold:
     attr: list[Hop] = field(default_factory=list)  # the compared attribute's relation(s)
     types: list[str] = field(default_factory=list)  # classes of the gold answers
     kind_order: str = "max"  # compare questions: the larger (max) or the smaller (min) wins
-    given_sparql: str = ""  # the dataset's own logical forms (GrailQA), used as they are
+    given_sparql: str = ""  # the dataset's own logical forms (GrailQA), prefixes shortened
     given_sexpr: str = ""
     at: tuple[str, str] | None = None  # value_at: (relation on the intermediate node, year)
 
@@ -35,10 +35,24 @@ class Gold:
     def path_key(self) -> tuple | None:
         return (self.topics[0], tuple(self.hops)) if self.hops and self.topics else None
 
-    def sparql(self, profile: SchemaProfile) -> str:
-        """A compact gold query in the style the LLM is asked to write."""
-        if self.given_sparql:
+    def sparql(self, profile: SchemaProfile, form: str = "concise") -> str:
+        """A compact gold query in the style the LLM is asked to write. A question with the dataset's
+        own logical forms (GrailQA): ``form="concise"`` writes its s-expression as SPARQL
+        (:func:`kgqa_lib.kg.sexpr.to_sparql`: ``SELECT DISTINCT ?x WHERE { ns:m.… ns:rel ?x . … }``,
+        the form of the retrieved paths and of the paper's exemplars, appendix A.1.3; "" when it
+        does not convert); ``form="dataset"``: the dataset's own SPARQL as given (GrailQA's nested
+        ``SELECT (?x0 AS ?value) WHERE { SELECT DISTINCT ?x0 … VALUES … FILTER … }``)."""
+        if form not in ("concise", "dataset"):
+            raise ValueError(f"form={form!r}: use concise or dataset")
+        if self.given_sparql and (form == "dataset" or not self.given_sexpr):
             return self.given_sparql
+        if self.given_sexpr:
+            from ...kg.sexpr import SExprError, to_sparql
+
+            try:
+                return to_sparql(self.given_sexpr, type_predicate=profile.type_predicate)
+            except SExprError:
+                return ""
         if self.kind == "compare":
             vals = " ".join(profile.compact(t) for t in self.topics)
             return f"SELECT ?x WHERE {{ VALUES ?x {{ {vals} }} {path_pattern('?x', self.attr, profile, '?value')} }} " \

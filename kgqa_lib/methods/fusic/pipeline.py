@@ -80,7 +80,8 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
     context = context_block(linking, contexts, dom.profile, show_values=st.show_path_values, paths_in=paths_in)
     shots = tr.record("exemplars", exemplars_for, q, task, s["shots"], s["language"], retrievers, s["exemplars"],
                       sizes, embedder, show_values=st.show_path_values, naive=naive and not st.naive_entities,
-                      max_hops=st.max_path_hops, choice=st.exemplar_choice, seed=ctx.seed, paths_in=paths_in)
+                      max_hops=st.max_path_hops, choice=st.exemplar_choice, seed=ctx.seed, paths_in=paths_in,
+                      sparql_form=st.exemplar_sparql)
     messages = build_messages(q.question, context, shots, s["language"], dom.profile,
                               naive=naive and not st.naive_entities, paths_in=paths_in)
     entities = linking.entities if linking is not None else []

@@ -53,6 +53,12 @@ class FuSICSettings(Settings):
                   "whatever the LLM writes); logical_form = in the language the LLM writes — with language=sexpr, "
                   "as s-expressions (the paper translates TIARA's s-expression paths to SPARQL, appendix A.1.1; "
                   "its w/o-SPARQL ablation does not say which it shows). Re-ranking always reads SPARQL")
+    exemplar_sparql: Literal["concise", "dataset"] = setting(
+        "concise", "how an exemplar's SPARQL is written when the dataset gives its own logical forms (GrailQA): "
+                   "concise = from its s-expression (kg.sexpr.to_sparql: SELECT DISTINCT ?x WHERE { ns:m.… ns:rel ?x "
+                   ". }, as the retrieved paths and the paper's exemplars, appendix A.1.3); dataset = GrailQA's own "
+                   "gold SPARQL, prefixes shortened (nested SELECT, VALUES, FILTER; before stop 30). Other KBs: "
+                   "no effect")
     naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
                                           "(the no-retrieval configuration before issue 20)")
 
