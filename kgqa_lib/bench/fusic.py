@@ -650,17 +650,23 @@ def report(records: Records) -> str:
               "generation + 0.7 feedback on GrailQA→WebQSP; MetaQA has no entity types, so one retriever makes "
               "2 re-rank calls there). Seconds per stage from the trace (appendix A.5, GPT-4 with one retriever: "
               + ", ".join(f"{k} {v} s" for k, v in PAPER_STAGE_S.items())
-              + "). Our machine: 2 CPU cores shared with other runs; cached LLM calls (cache hits) take no model time.", "",
+              + "). Our machine: 2 CPU cores shared with other runs; cached LLM calls (cache hits) take no model time. "
+              "A retrieved list of at most one candidate is not re-ranked (there is nothing to order): the last column "
+              "counts the questions that made no re-rank call at all, as on GrailQA-Tech's fragment, where an entity "
+              "has only the edges of the questions' gold facts.", "",
               "| cell | n | calls: re-rank | generation | feedback | total | s: retrieval | re-rank | exemplars | "
-              "generation | feedback |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "generation | feedback | no re-rank call |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in CELLS:
         recs = records(c.name)
         calls, secs = _stage_means(recs) if recs else ({}, {})
         if not calls:
-            lines.append(f"| {c.name} | {'not run yet' if not recs else len(recs)} | | | | | | | | | |")
+            lines.append(f"| {c.name} | {'not run yet' if not recs else len(recs)} | | | | | | | | | | |")
             continue
+        method, sets, _ = CONFIGS[c.name.split(".")[1]]
+        reranks = method == "fusic" and not {"rerank=false", "retrievers=none"} & set(sets)
+        none = sum(((r.get("stages") or {}).get("calls") or {}).get("rerank") == 0 for r in recs) if reranks else "—"
         lines.append(f"| {c.name} | {len(recs)} | " + " | ".join(f"{v:.2f}" for v in calls.values()) + " | "
-                     + " | ".join(f"{v:.1f}" for v in secs.values()) + " |")
+                     + " | ".join(f"{v:.1f}" for v in secs.values()) + f" | {none} |")
     lines += ["", "## Table 3 analogue: ablations of FuSIC(T) few-shot, paired over the same questions", "",
               f"Paper: Table 3, few-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3}; the paper's difference is the "
               "ablation's value minus that.", "",

@@ -363,3 +363,21 @@ def test_a_partial_table2_cell_shows_its_baseline_on_its_own_questions():
     assert "+0.0" in row and "(n=3); fs_dense on these: 0.0 |" in row
     text = B.report(lambda cell: {"metaqa1.fs_dense": full, "metaqa1.fs_naive": full}.get(cell, []))
     assert "on these" not in text  # a complete cell needs no second number
+
+
+def test_cost_table_counts_questions_without_a_rerank_call():
+    """A list of at most one candidate is not re-ranked; the cost table says how many questions made
+    no re-rank call (— where the configuration never re-ranks)."""
+    def rec(qid, rerank):
+        r = _fake(qid, 1.0, 1)
+        r["stages"]["calls"].update(rerank=rerank, total=rerank + 1)
+        return r
+
+    dense = [rec("a", 0), rec("b", 3), rec("c", 0)]
+    norr = [rec("a", 0), rec("b", 0)]
+    text = B.report(lambda c: {"gtech.fs_dense": dense, "gtech.fs_dense_norr": norr}.get(c, []))
+    cost = text.split("## Cost per question by stage", 1)[1].split("## Table 3", 1)[0]
+    row = next(line for line in cost.splitlines() if line.startswith("| gtech.fs_dense |"))
+    assert row.startswith("| gtech.fs_dense | 3 | 1.00 |") and row.endswith("| 2 |"), row
+    row = next(line for line in cost.splitlines() if line.startswith("| gtech.fs_dense_norr |"))
+    assert row.endswith("| — |"), row
