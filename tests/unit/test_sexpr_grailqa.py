@@ -191,7 +191,8 @@ def test_grailqa_exemplar_sparql_is_concise_and_answers_like_the_gold(fragment):
     form of the retrieved paths and of the paper's exemplars (appendix A.1.3), not as GrailQA's
     nested gold SPARQL (``SELECT (?x0 AS ?value) WHERE { SELECT DISTINCT ?x0 … }``), which the
     1.5B model copied (stop 29: 94 parse errors in 281 attempts on GrailQA-Tech). Every target
-    shot's and every source exemplar's query returns exactly its gold answers on the fragment."""
+    shot's and every 8th source question's query (the zero-shot exemplars' pool) returns exactly its
+    gold answers on the fragment (measured on all: 10/10 shots, 855/855 source questions)."""
     from kgqa_lib.methods.fusic import exemplars_for, get_task
     from kgqa_lib.methods.fusic.execution import execute_query
 
