@@ -136,9 +136,17 @@ def _qids(records: list[dict[str, Any]]) -> set[str]:
     return {r["qid"] for r in records if "qid" in r}
 
 
+def _model_seconds(r: dict[str, Any]) -> float:
+    """What a question costs without the LLM cache: its wall time with each cache hit counted at the
+    time the response took when it was recorded (a resumed or replayed cell is not free next time)."""
+    llm = r.get("llm") or {}
+    return r["seconds"] - llm.get("seconds", 0.0) + llm.get("recorded_seconds", llm.get("seconds", 0.0))
+
+
 def cell_status(table: Table, cell: Cell, runs: Path | None = None) -> dict[str, Any]:
     """Questions present in the saved records (and in a live run file, when ``runs`` is given),
-    against the planned number; per-question costs from the records themselves."""
+    against the planned number; per-question costs from the records themselves (``s/q`` wall time,
+    ``model s/q`` without the cache's hits, :func:`_model_seconds`)."""
     from ..evaluate.runner import read_records
 
     saved = read_records(table.saved(cell))
@@ -150,22 +158,26 @@ def cell_status(table: Table, cell: Cell, runs: Path | None = None) -> dict[str,
             "planned": cell.planned,
             "complete": len(qids) >= cell.planned,
             "calls/q": sum(r["llm"]["calls"] for r in recs) / n if n else None,
-            "s/q": sum(r["seconds"] for r in recs) / n if n else None}
+            "s/q": sum(r["seconds"] for r in recs) / n if n else None,
+            "model s/q": sum(_model_seconds(r) for r in recs) / n if n else None}
 
 
 def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
-    """Per incomplete cell: questions missing, and the LLM calls and hours they should take, from the
-    cell's own records (per-question means) or, for a cell with none, from the table's other cells of
-    the same method (``basis`` says which; None when nothing was recorded)."""
-    rows = [dict(cell_status(table, c, runs), method=c.method) for c in table.cells]
+    """Per incomplete cell: questions missing, and the LLM calls and hours they should take without
+    the LLM cache, from the cell's own records (per-question means of ``model s/q``) or, for a cell
+    with none, from the table's other cells of the same method on the same dataset, else of the same
+    method (``basis`` says which; None when nothing was recorded)."""
+    rows = [dict(cell_status(table, c, runs), method=c.method, dataset=c.dataset) for c in table.cells]
     out = []
     for row in rows:
         missing = max(0, row["planned"] - row["present"])
         if not missing:
             continue
-        basis, calls, secs = row["cell"], row["calls/q"], row["s/q"]
+        basis, calls, secs = row["cell"], row["calls/q"], row["model s/q"]
         if calls is None:
             peers = [r for r in rows if r["method"] == row["method"] and r["calls/q"] is not None]
+            same = [r for r in peers if r["dataset"] == row["dataset"]]
+            peers = same or peers
             if not peers:  # no cell of this method in the table has run: the other tables' cells of the method
                 peers = [dict(cell_status(t, c), method=c.method) for t in TABLES.values() if t is not table
                          for c in t.cells if c.method == row["method"]]
@@ -174,7 +186,7 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
                 basis = ("mean of " + ", ".join(r["cell"] for r in peers) if len(peers) <= 3
                          else f"mean of {len(peers)} {row['method']} cells")
                 calls = sum(r["calls/q"] for r in peers) / len(peers)
-                secs = sum(r["s/q"] for r in peers) / len(peers)
+                secs = sum(r["model s/q"] for r in peers) / len(peers)
             else:
                 basis = None
         out.append({"cell": row["cell"], "missing": missing, "basis": basis,
@@ -188,7 +200,7 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
         return "nothing to run: every cell has its planned questions"
     lines = []
     for r in rows:
-        cost = (f"≈ {r['llm_calls']:.0f} LLM calls, ≈ {r['hours']:.1f} h (per-question costs of {r['basis']})"
+        cost = (f"≈ {r['llm_calls']:.0f} LLM calls, ≈ {r['hours']:.1f} h without cache hits (per-question costs of {r['basis']})"
                 if r["basis"] else "cost unknown (no records of this method yet)")
         lines.append(f"  {r['cell']}: {r['missing']} questions missing, {cost}")
     known = [r for r in rows if r["basis"]]

@@ -129,6 +129,28 @@ def test_estimate_uses_the_records_own_costs(tmp_path, monkeypatch):
     assert all("question" not in r for r in saved)  # stripped
 
 
+def test_estimate_counts_cache_hits_at_their_recorded_time_and_prefers_peers_on_the_same_dataset(tmp_path, monkeypatch):
+    """A cell resumed on cache hits ran in 0.1 s/q but costs its recorded 10 s/q on a fresh cache; a cell
+    with no records is estimated from the cells of its method on its own dataset when there are any."""
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    cells = (core.Cell("a_hit", "io", "d1", 4), core.Cell("b_other", "io", "d2", 4),
+             core.Cell("c_new", "io", "d1", 4), core.Cell("d_lone", "io", "d3", 4))
+    t = core.Table(name="fake_e", title="fake", cells=cells, report=lambda rs: "", output="fake_e.md")
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+
+    def rec(i, secs, llm_secs, recorded):
+        return {"qid": f"q{i}", "seconds": secs, "llm": {"calls": 1, "seconds": llm_secs, "recorded_seconds": recorded}}
+
+    (runs / "a_hit.jsonl").write_text("".join(json.dumps(rec(i, 0.1, 0.0, 10.0)) + "\n" for i in range(2)))
+    (runs / "b_other.jsonl").write_text("".join(json.dumps(rec(i, 100.0, 99.0, 99.0)) + "\n" for i in range(2)))
+    rows = {r["cell"]: r for r in bench.estimate(t, runs)}
+    assert rows["a_hit"]["hours"] == pytest.approx(2 * 10.1 / 3600)  # not 2 × 0.1 s
+    assert rows["c_new"]["basis"] == "mean of a_hit" and rows["c_new"]["hours"] == pytest.approx(4 * 10.1 / 3600)
+    assert rows["d_lone"]["basis"] == "mean of a_hit, b_other"  # no peer on d3: every cell of the method
+    assert "without cache hits" in bench.format_estimate(list(rows.values()))
+
+
 def test_run_resumes_and_saves_every_batch(tmp_path, monkeypatch):
     t = _fake_table(tmp_path, monkeypatch)
     runs = tmp_path / "results" / "runs"
