@@ -86,6 +86,9 @@ SHOTS = {0: "zs_dense", 5: "fs_dense", 25: "fs_dense_shots25", 100: "fs_dense_sh
 #: the cell a configuration's gain is paired against in the Table 2 analogue (default: fs_dense)
 BASELINE_OF = {"kbbinder_zs": "zs_dense", "zs_bm25": "zs_dense", "zs_both": "zs_dense", "fs_naive_dsex": "fs_naive"}
 MINIWORLD = ("geo2cinema", "cinema2geo")
+#: Table 2's main rows, in the order notebook 21's figure shows them (the deviations are in its table only)
+MAIN_CONFIGS = ("fs_dense", "zs_dense", "fs_bm25", "zs_bm25", "fs_both", "zs_both", "fs_naive", "kbbinder_fs",
+                "kbbinder_zs", "io")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
 ORDER = (  # priority: the bench runs the cells in this order
     [(p, "fs_dense") for p in METAQA] + [(p, "fs_dense_paths3") for p in ("metaqa3", "metaqa1", "metaqa2")]
@@ -570,6 +573,23 @@ def shots_section(rec) -> list[str]:
     return lines
 
 
+def ablation_gains(records: Records) -> list[dict[str, Any]]:
+    """The Table 3 analogue as data: per pair (MetaQA's hops, GrailQA-Tech) and ablation, the records of
+    FuSIC(T) few-shot (``full``) and of the ablation, ``gain`` = :func:`paired_gain` of the ablation over
+    full in F1 (mean, low, high, n; None when either cell has no records or they share no question), and
+    the paper's ablation − full (Table 3, W→GI-T) as ``paper − full`` (points)."""
+    out = []
+    for p in (*METAQA, "gtech"):
+        full = records(cell_name(p, "fs_dense"))
+        for a in ABLATIONS + tuple(d for d in ("fs_dense_sexpr_sqlpaths",) if cell_name(p, d) in _NAMES):
+            recs = records(cell_name(p, a))
+            gain = paired_gain(recs, full, "f1") if recs and full else None
+            out.append({"pair": p, "ablation": a, "full": full, "records": recs,
+                        "gain": gain if gain and gain[3] else None,
+                        "paper − full": float(PAPER[a][1]) - PAPER_FULL_T3})
+    return out
+
+
 def report(records: Records) -> str:
     rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
     lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
@@ -672,20 +692,17 @@ def report(records: Records) -> str:
               "ablation's value minus that.", "",
               "| pair | ablation | n paired | full F1 | ablation F1 | ablation − full [95% CI] | paper | paper − full |",
               "|---|---|---|---|---|---|---|---|"]
-    for p in (*METAQA, "gtech"):
-        full = rec(p, "fs_dense")
-        for a in ABLATIONS + tuple(d for d in ("fs_dense_sexpr_sqlpaths",) if cell_name(p, d) in _NAMES):
-            recs = rec(p, a)
-            where, value = PAPER[a]
-            paper = f"{value} ({where})"
-            diff = f"{float(value) - PAPER_FULL_T3:+.1f}"
-            if not recs or not full:
-                lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | — | {_f1(full)} | {_f1(recs)} | — | {paper} | {diff} |")
-                continue
-            qids = {r["qid"] for r in recs} & {r["qid"] for r in full}
-            same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
-            lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | {len(qids)} | {_f1(same(full))} | {_f1(same(recs))} | "
-                         f"{_gain(recs, full)} | {paper} | {diff} |")
+    for g in ablation_gains(records):
+        p, a, full, recs = g["pair"], g["ablation"], g["full"], g["records"]
+        where, value = PAPER[a]
+        paper, diff = f"{value} ({where})", f"{g['paper − full']:+.1f}"
+        if g["gain"] is None:
+            lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | — | {_f1(full)} | {_f1(recs)} | — | {paper} | {diff} |")
+            continue
+        qids = {r["qid"] for r in recs} & {r["qid"] for r in full}
+        same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
+        lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | {len(qids)} | {_f1(same(full))} | {_f1(same(recs))} | "
+                     f"{format_gain(g['gain'])} (n={g['gain'][3]}) | {paper} | {diff} |")
     lines += shots_section(rec)
     lines += ["", "## F1 after 0..4 feedback rounds (from each record's attempts)", "",
               "A question whose query first returned answers at round j scores its F1 from round j on (0 before). Paper, "
@@ -755,3 +772,72 @@ TABLE = register(Table(
     cells=CELLS, report=report, output="fusic.md", strip=strip, records="fusic",
     source="FuSIC-KBQA paper, Tables 2, 3, 7, sec. 4.2.2, appendix A.5",
 ))
+
+
+def figure_ablations(records: Records):
+    """Notebook 22's figure from the records (cells still running read as not run: pass
+    ``complete_records``): Table 3's paired differences per pair with the paper's as black ticks; F1
+    after 0..4 feedback rounds, few- and zero-shot FuSIC(T), with the paper's FuSIC(T,P) curves (sec.
+    4.2.2); F1 against the target shots the dense retriever is fine-tuned on (MetaQA). One colour per
+    pair throughout. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    pairs = [*METAQA, "gtech"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [1.3, 1, 1]})
+    ax, width, gains = axes[0], 0.8 / len(pairs), [g for g in ablation_gains(records) if g["ablation"] in ABLATIONS]
+    for g in gains:
+        i, j = ABLATIONS.index(g["ablation"]), pairs.index(g["pair"])
+        x = i - 0.4 + width * (j + 0.5)
+        if g["gain"] is None:
+            ax.text(x, 0.5, "not run", rotation=90, fontsize=6, color="0.5", ha="center")
+            continue
+        d, lo, hi = (100 * v for v in g["gain"][:3])
+        ax.bar(x, d, width, color=f"C{j}", yerr=[[d - lo], [hi - d]], capsize=2, ecolor="0.4")
+    for i, a in enumerate(ABLATIONS):
+        paper = next(g["paper − full"] for g in gains if g["ablation"] == a)
+        ax.plot([i - 0.42, i + 0.42], [paper] * 2, color="black", lw=2)
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_xticks(range(len(ABLATIONS)), [CONFIGS[a][2] for a in ABLATIONS], fontsize=8)
+    ax.set_ylabel("ablation − FuSIC(T) few-shot\n(F1 points, paired, 95% CI)", fontsize=8)
+    ax.set_title("Table 3: one component removed (black: the paper's difference)", fontsize=9)
+
+    ax = axes[1]
+    for j, p in enumerate(pairs):
+        for config, style in (("fs_dense", "-"), ("zs_dense", ":")):
+            recs = records(cell_name(p, config))
+            if recs:
+                ax.plot(range(5), [100 * v for v in f1_after_rounds(recs)], style, marker="o", ms=3, color=f"C{j}")
+    for k, style in (("few-shot", "-"), ("zero-shot", ":")):
+        ax.plot(range(5), PAPER_EGF[k], style, color="black", lw=1.5, label=f"paper, FuSIC(T,P), {k}")
+    ax.plot([], [], "-", color="0.5", label="ours, FuSIC(T), few-shot")
+    ax.plot([], [], ":", color="0.5", label="ours, FuSIC(T), zero-shot")
+    ax.set_xticks(range(5))
+    ax.set_xlabel("feedback rounds allowed", fontsize=8)
+    ax.set_ylabel("answer F1 (points)", fontsize=8)
+    ax.set_ylim(0, 100)
+    ax.set_title("F1 after 0..4 feedback rounds (sec. 4.2.2)", fontsize=9)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+
+    ax, shots, missing = axes[2], list(SHOTS), []
+    for j, p in enumerate(METAQA):
+        pts = []
+        for k, n in enumerate(shots):
+            recs = records(cell_name(p, SHOTS[n]))
+            if not recs:
+                missing.append(n)
+                continue
+            s = summarize(recs, ["f1"])
+            pts.append((k + (j - 1) * 0.06, 100 * s["f1"], 100 * s["f1_ci"][0], 100 * s["f1_ci"][1]))
+        if pts:
+            x, f, lo, hi = zip(*pts)
+            ax.errorbar(x, f, yerr=[[a - b for a, b in zip(f, lo)], [b - a for a, b in zip(f, hi)]], marker="o", ms=3,
+                        capsize=2, color=f"C{j}")
+    ax.set_xticks(range(len(shots)), [str(n) for n in shots])
+    ax.set_xlabel("target shots the dense retriever is fine-tuned on (MetaQA)", fontsize=8)
+    ax.set_ylim(0, 100)
+    late = sorted(set(missing))
+    ax.set_title("Target shots" + (f" (not run yet: {', '.join(map(str, late))})" if late else ""), fontsize=9)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{j}") for j in range(len(pairs))]
+    fig.legend(handles, [PAIRS[p][4] for p in pairs], loc="lower center", ncol=len(pairs), fontsize=7.5, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig

@@ -219,3 +219,50 @@ def plot(ax, rows, title: str = "") -> None:
     ax.set_ylabel(" / ".join(dict.fromkeys(rows["metric"])) + " (points)")
     if title:
         ax.set_title(title, fontsize=9)
+
+
+def plot_panels(rows, title: str = "", ncols: int = 3, methods: list[str] | None = None):
+    """Ours against the paper as small multiples: one panel per question set, one horizontal bar per
+    method (the same colour and row in every panel) with its 95% CI, the paper's value as a black tick on
+    the method's row. A cell that is no result has no bar: its status (``not run``, ``partial n/planned``)
+    is written on its row in grey. ``methods``: which and in what order (default: as they come in
+    ``rows``). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    sets = list(dict.fromkeys(rows["set"]))
+    methods = list(methods) if methods is not None else list(dict.fromkeys(rows["method"]))
+    nrows = math.ceil(len(sets) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 3.6, 0.32 * len(methods) * nrows + 1.4 * nrows),
+                             sharey=True, squeeze=False)
+    y = list(range(len(methods)))[::-1]  # the first method on top
+    for k, ax in enumerate(axes.flat):
+        if k >= len(sets):
+            ax.set_visible(False)
+            continue
+        sub = rows[rows["set"] == sets[k]]
+        for j, m in enumerate(methods):
+            sel = sub[sub["method"] == m]
+            if sel.empty:
+                continue
+            r = sel.iloc[0]
+            if r["status"] == "complete":
+                ax.barh(y[j], r["value"], 0.7, color=f"C{j % 10}",
+                        xerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]], capsize=2, ecolor="0.4")
+                ax.text(min(r["ci_high"] + 1.5, 92), y[j] + 0.32, f"{r['value']:.1f}", va="center", fontsize=7)
+            else:
+                ax.text(1, y[j], r["status"], va="center", fontsize=7, color="0.5")
+            if not math.isnan(r["paper value"]):
+                ax.plot([r["paper value"]] * 2, [y[j] - 0.4, y[j] + 0.4], color="black", lw=2,
+                        label="paper" if "paper" not in ax.get_legend_handles_labels()[1] else None)
+        ax.set_title(textwrap.fill(sets[k], 48), fontsize=8)
+        ax.set_xlim(0, 100)
+        ax.grid(axis="x", color="0.9", lw=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel(" / ".join(dict.fromkeys(sub["metric"])) + " (points)", fontsize=8)
+    axes[0][0].set_yticks(y, [textwrap.fill(m, 44) for m in methods])
+    for ax in axes[:, 0]:
+        ax.tick_params(axis="y", labelsize=7)
+    handles = [h for ax in axes.flat for h, lab in zip(*ax.get_legend_handles_labels()) if lab == "paper"][:1]
+    fig.suptitle(title + ("  —  black tick: the paper's value" if handles else ""), fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -381,3 +381,44 @@ def test_cost_table_counts_questions_without_a_rerank_call():
     assert row.startswith("| gtech.fs_dense | 3 | 1.00 |") and row.endswith("| 2 |"), row
     row = next(line for line in cost.splitlines() if line.startswith("| gtech.fs_dense_norr |"))
     assert row.endswith("| — |"), row
+
+
+def test_ablation_gains_pair_each_ablation_with_full_on_shared_questions():
+    full = [_fake(f"q{i}", 1.0, 1) for i in range(10)]
+    sexpr = [_fake(f"q{i}", 1.0 if i < 6 else 0.0, 1) for i in range(8)]  # 8 of the 10 questions, 6 right
+    gains = B.ablation_gains(lambda c: {"gtech.fs_dense": full, "gtech.fs_dense_sexpr": sexpr}.get(c, []))
+    by = {(g["pair"], g["ablation"]): g for g in gains}
+    assert set(by) >= {(p, a) for p in (*B.METAQA, "gtech") for a in B.ABLATIONS}
+    mean, lo, hi, n = by["gtech", "fs_dense_sexpr"]["gain"]
+    assert n == 8 and mean == pytest.approx(-0.25) and lo <= mean <= hi  # (6 − 8) / 8
+    assert by["gtech", "fs_dense_sexpr"]["paper − full"] == pytest.approx(64.3 - 70.8)
+    assert by["gtech", "fs_dense_noegf"]["gain"] is None and by["metaqa1", "fs_dense_sexpr"]["gain"] is None
+
+
+def test_figures_draw_what_the_records_hold():
+    """Notebook 21's panels: a bar for each complete cell and the status written for the others; notebook
+    22's figure: one bar per ablation with records, one feedback curve per cell with records, the shots
+    still to run named in the title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from kgqa_lib.bench.overview import plot_panels, row
+
+    rows = pd.DataFrame([row("FuSIC-KBQA", "set A", "m1", "f1", [_fake(f"q{i}", 1.0, 1) for i in range(3)], 3, 70.8),
+                         row("FuSIC-KBQA", "set A", "m2", "f1", [_fake("q0", 1.0, 1)], 3),
+                         row("FuSIC-KBQA", "set B", "m1", "f1", [], 3)])
+    fig = plot_panels(rows, "t", ncols=2, methods=["m1", "m2"])
+    a, b = fig.axes[:2]
+    assert len(a.patches) == 1 and a.patches[0].get_width() == pytest.approx(100.0)
+    assert {t.get_text() for t in a.texts} == {"100.0", "partial 1/3"} and [t.get_text() for t in b.texts] == ["not run"]
+    assert any(list(line.get_xdata()) == [70.8, 70.8] for line in a.lines)  # the paper's tick
+    full = [_fake(f"q{i}", 1.0, 1 + i % 2) for i in range(4)]
+    have = {"metaqa1.fs_dense_norr": full, **{f"{p}.{c}": full for p in B.METAQA for c in ("fs_dense", "zs_dense")}}
+    fig = B.figure_ablations(lambda c: have.get(c, []))
+    t3, rounds, shots = fig.axes
+    assert len(t3.patches) == 1
+    assert sum(len(line.get_xdata()) == 5 for line in rounds.lines) == 6 + 2  # ours: fs and zs per hop; the paper's two
+    assert [len(c.lines[0].get_xdata()) for c in shots.containers] == [2, 2, 2]  # a 0 → 5 shots line per hop
+    assert shots.get_title() == "Target shots (not run yet: 25, 100)"
