@@ -422,3 +422,14 @@ def test_figures_draw_what_the_records_hold():
     assert sum(len(line.get_xdata()) == 5 for line in rounds.lines) == 6 + 2  # ours: fs and zs per hop; the paper's two
     assert [len(c.lines[0].get_xdata()) for c in shots.containers] == [2, 2, 2]  # a 0 → 5 shots line per hop
     assert shots.get_title() == "Target shots (not run yet: 25, 100)"
+
+
+def test_the_metaqa_goal_counts_every_one_retriever_configuration():
+    """BM25 alone is one retriever too (the paper's FuSIC(P)): the goal lists it, few- and zero-shot, and
+    the funnel has its rows beside the dense retriever's."""
+    bm25 = [_fake(f"q{i}", 1.0 if i < 9 else 0.0, 1, [_ret("bm25", "path", True, True, True)]) for i in range(10)]
+    text = B.report(lambda c: {"metaqa1.fs_bm25": bm25}.get(c, []))
+    goal = text.split("## MetaQA goal")[1].split("\n## ")[0]
+    assert goal.count("- FuSIC, BM25 alone") == 2 and goal.count("- FuSIC, dense retriever") == 3  # fs, paths3, zs
+    assert "MetaQA, 1-hop: F1 90.0, 3.00 LLM calls/q (re-rank + generation + feedback) — met (n=10)" in goal
+    assert "| mini-world (Wikidata-style) → MetaQA, 1-hop | BM25 alone, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 10 | 10 | 10 | 9 | 9 | not saved |" in goal
