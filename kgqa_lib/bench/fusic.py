@@ -648,7 +648,7 @@ def report(records: Records) -> str:
         for config in ("fs_dense", *(d for d in DEPTH if cell_name(p, d) in _NAMES), "fs_bm25"):
             recs = rec(p, config)
             hops = DEPTH[config][1] if config in DEPTH else 2
-            label = ("BM25 alone, " if config == "fs_bm25" else "") + f"paths ≤ {hops} relations" + (
+            label = ("BM25 alone, " if config == "fs_bm25" else "dense, ") + f"paths ≤ {hops} relations" + (
                 " (the paper's)" if hops == 2 else "")
             if not recs:
                 lines.append(f"| {PAIRS[p][4]} | {label} | not run yet | | | | | | | | |")

@@ -285,8 +285,8 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     assert section.count("not run yet") == 4  # the 1- and 2-hop pairs, both ways
     # the goal lists both configurations; the funnel counts the 3-hop path as a candidate only at depth 3
     assert "- FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2):" in text
-    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
-    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text
+    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | dense, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
+    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | dense, paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text
     # a partial deviation cell meets the paper-default cell on its own questions, in every column
     two[0], two[1] = (_fake(f"q{i}", 1.0, 5, [_ret("dense", "path", False, False, False)], hops=3) for i in (0, 1))
     text = B.report(lambda cell: {"metaqa3.fs_dense": two, "metaqa3.fs_dense_paths3": three[:4]}.get(cell, []))
