@@ -46,6 +46,7 @@ class Cell:
     dataset: str
     planned: int  # questions the table needs from this run
     args: tuple[str, ...] = ()  # further `kgqa run` arguments (--sample, --llm, --set …), --out excluded
+    optional: str = ""  # why the cell is not needed for the table's acceptance ("" = needed): listed and estimated apart
 
     def argv(self, out: str | Path) -> list[str]:
         """The ``kgqa run`` arguments of this cell, writing to ``out``."""
@@ -189,7 +190,7 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
                 secs = sum(r["model s/q"] for r in peers) / len(peers)
             else:
                 basis = None
-        out.append({"cell": row["cell"], "missing": missing, "basis": basis,
+        out.append({"cell": row["cell"], "missing": missing, "basis": basis, "optional": bool(table.cell(row["cell"]).optional),
                     "llm_calls": None if calls is None else calls * missing,
                     "hours": None if secs is None else secs * missing / 3600})
     return out
@@ -202,7 +203,7 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         cost = (f"≈ {r['llm_calls']:.0f} LLM calls, ≈ {r['hours']:.1f} h without cache hits (per-question costs of {r['basis']})"
                 if r["basis"] else "cost unknown (no records of this method yet)")
-        lines.append(f"  {r['cell']}: {r['missing']} questions missing, {cost}")
+        lines.append(f"  {r['cell']}: {r['missing']} questions missing, {cost}" + (" (optional)" if r.get("optional") else ""))
     known = [r for r in rows if r["basis"]]
     total = f"total: {sum(r['missing'] for r in rows)} questions"
     if known:
@@ -211,6 +212,13 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
     else:
         total += ", cost unknown (no records to estimate from)"
     lines.append(total)
+    opt = [r for r in rows if r.get("optional")]
+    if opt:
+        need = [r for r in known if not r.get("optional")]
+        lines.append(f"  of which the cells the table needs: {sum(r['missing'] for r in rows if not r.get('optional'))} "
+                     f"questions, ≈ {sum(r['hours'] for r in need):.1f} h; the {len(opt)} optional cells (deviations "
+                     f"beyond the table's acceptance): {sum(r['missing'] for r in opt)} questions, "
+                     f"≈ {sum(r['hours'] for r in opt if r['basis']):.1f} h")
     return "\n".join(lines)
 
 
@@ -352,8 +360,11 @@ def status_table(table: Table, runs: Path | None = None) -> list[str]:
     done = sum(min(r["present"], r["planned"]) for r in rows)
     planned = sum(r["planned"] for r in rows)
     complete = sum(r["complete"] for r in rows)
+    needed = [r for r, c in zip(rows, table.cells) if not c.optional]
     lines = [f"{table.name}: {table.title} → results/bench/{table.output}",
              f"  {complete}/{len(rows)} cells complete, {done}/{planned} questions"
+             + (f" (cells the table needs: {sum(r['complete'] for r in needed)}/{len(needed)} complete)"
+                if len(needed) < len(rows) else "")
              + (f"; {table.source}" if table.source else "")]
     if table.provenance:
         lines.append(f"  records: {table.provenance}")
@@ -362,7 +373,8 @@ def status_table(table: Table, runs: Path | None = None) -> list[str]:
         mark = "✓" if r["complete"] else " "
         cost = "" if r["s/q"] is None else f"  {r['calls/q']:.2f} calls/q, {r['s/q']:.1f} s/q"
         live = f"  ({r['present'] - r['saved']} more in results/runs/, not saved yet)" if r["present"] > r["saved"] else ""
-        lines.append(f"  {mark} {r['cell']:<{w}}  {r['present']:>4}/{r['planned']:<4}{cost}{live}")
+        opt = f"  optional: {c.optional}" if c.optional else ""
+        lines.append(f"  {mark} {r['cell']:<{w}}  {r['present']:>4}/{r['planned']:<4}{cost}{live}{opt}")
     return lines
 
 

@@ -149,6 +149,25 @@ def test_estimate_counts_cache_hits_at_their_recorded_time_and_prefers_peers_on_
     assert rows["c_new"]["basis"] == "mean of a_hit" and rows["c_new"]["hours"] == pytest.approx(4 * 10.1 / 3600)
     assert rows["d_lone"]["basis"] == "mean of a_hit, b_other"  # no peer on d3: every cell of the method
     assert "without cache hits" in bench.format_estimate(list(rows.values()))
+    assert not any(r["optional"] for r in rows.values()) and "optional" not in bench.format_estimate(list(rows.values()))
+
+
+def test_optional_cells_are_listed_and_estimated_apart(tmp_path, monkeypatch):
+    """A deviation beyond a table's acceptance (``Cell.optional``) is marked in `kgqa bench list` and its
+    questions and hours are split from those the table needs."""
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    cells = (core.Cell("need", "io", "d1", 4), core.Cell("extra", "io", "d1", 2, optional="a deviation of ours"))
+    t = core.Table(name="fake_o", title="fake", cells=cells, report=lambda rs: "", output="fake_o.md")
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "need.jsonl").write_text(json.dumps({"qid": "q0", "seconds": 36.0, "llm": {"calls": 1}}) + "\n")
+    text = bench.format_estimate(bench.estimate(t, runs))
+    assert "extra: 2 questions missing" in text and text.splitlines()[1].endswith("(optional)")
+    assert text.splitlines()[-1] == ("  of which the cells the table needs: 3 questions, ≈ 0.0 h; the 1 optional cells "
+                                     "(deviations beyond the table's acceptance): 2 questions, ≈ 0.0 h")
+    listing = "\n".join(core.status_table(t, runs))
+    assert "0/2 cells complete, 1/6 questions (cells the table needs: 0/1 complete)" in listing
+    assert "optional: a deviation of ours" in listing.splitlines()[-1]
 
 
 def test_run_resumes_and_saves_every_batch(tmp_path, monkeypatch):
