@@ -127,7 +127,7 @@ FUSIC_LLM = "local?prefix_cache=8"
 
 
 #: deviations of our own beyond issue 20's acceptance (its settings each measured, where the issue names
-#: them: ``show_path_values`` is, so ``fs_dense_values`` is needed): run last, counted apart
+#: them: ``show_path_values`` is, so ``fs_dense_values`` is needed): listed and estimated apart
 OPTIONAL = {c: "our deviation, beyond issue 20's acceptance" for c in
             ("fs_dense_paths3", "fs_dense_sexpr_sqlpaths", "fs_dense_simex", "fs_naive_egf", "fs_dense_dsex",
              "fs_naive_dsex")}
@@ -641,8 +641,8 @@ def report(records: Records) -> str:
             met = "met" if f1 >= GOAL_F1 and calls <= GOAL_CALLS else "not met"
             lines.append(f"  - {PAIRS[p][4]}: F1 {_pct(f1)}, {calls:.2f} LLM calls/q (re-rank + generation + feedback) "
                          f"— {met} (n={len(recs)})")
-    lines += ["", "Where the answers are lost (few-shot, one retriever: dense, and BM25 alone; counts of questions; a gold path is a candidate "
-              "only when it has at most `max_path_hops` relations — 2 as TIARA's enumeration, so a 3-hop MetaQA path is "
+    lines += ["", "Where the answers are lost (few-shot, one retriever: dense, and BM25 alone; counts of questions; a gold "
+              "path is a candidate only when it has at most `max_path_hops` relations — 2 as TIARA's enumeration, so a 3-hop MetaQA path is "
               "never one, 3 in the deviation). The last column looks at the generation step alone: of the questions whose "
               "prompt held the gold path and whose F1 is below 1, how many relations the final query walks against the gold "
               "path's (triple patterns other than rdf:type, property-path steps; on GrailQA a constraint's or a type's "
