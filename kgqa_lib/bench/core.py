@@ -168,7 +168,8 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
     the LLM cache, from the cell's own records (per-question means of ``model s/q``) or, for a cell
     with none, from the table's other cells of the same method on the same dataset, else of the same
     method (``basis`` says which; None when nothing was recorded)."""
-    rows = [dict(cell_status(table, c, runs), method=c.method, dataset=c.dataset) for c in table.cells]
+    rows = [dict(cell_status(table, c, runs), method=c.method, dataset=c.dataset, optional=bool(c.optional))
+            for c in table.cells]
     out = []
     for row in rows:
         missing = max(0, row["planned"] - row["present"])
@@ -190,7 +191,7 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
                 secs = sum(r["model s/q"] for r in peers) / len(peers)
             else:
                 basis = None
-        out.append({"cell": row["cell"], "missing": missing, "basis": basis, "optional": bool(table.cell(row["cell"]).optional),
+        out.append({"cell": row["cell"], "missing": missing, "basis": basis, "optional": row["optional"],
                     "llm_calls": None if calls is None else calls * missing,
                     "hours": None if secs is None else secs * missing / 3600})
     return out
