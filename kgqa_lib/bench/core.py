@@ -47,6 +47,7 @@ class Cell:
     planned: int  # questions the table needs from this run
     args: tuple[str, ...] = ()  # further `kgqa run` arguments (--sample, --llm, --set …), --out excluded
     optional: str = ""  # why the cell is not needed for the table's acceptance ("" = needed): listed and estimated apart
+    config: str = ""  # the configuration it runs, shared by the cells that run it on other datasets ("" = its own)
 
     def argv(self, out: str | Path) -> list[str]:
         """The ``kgqa run`` arguments of this cell, writing to ``out``."""
@@ -163,13 +164,27 @@ def cell_status(table: Table, cell: Cell, runs: Path | None = None) -> dict[str,
             "model s/q": sum(_model_seconds(r) for r in recs) / n if n else None}
 
 
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def _names(rows: list[dict[str, Any]], what: str) -> str:
+    return ", ".join(r["cell"] for r in rows) if len(rows) <= 3 else f"{len(rows)} {what} cells"
+
+
 def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
     """Per incomplete cell: questions missing, and the LLM calls and hours they should take without
-    the LLM cache, from the cell's own records (per-question means of ``model s/q``) or, for a cell
-    with none, from the table's other cells of the same method on the same dataset, else of the same
-    method (``basis`` says which; None when nothing was recorded)."""
-    rows = [dict(cell_status(table, c, runs), method=c.method, dataset=c.dataset, optional=bool(c.optional))
-            for c in table.cells]
+    the LLM cache, from the cell's own records (per-question means of ``model s/q``). A cell with none
+    is estimated from peers (``basis`` says which; None when nothing was recorded):
+
+    - when cells of its ``config`` ran on other datasets: their calls per question (a configuration's
+      call count: 1 for a no-retrieval baseline, 5–6 with two retrievers), at the seconds per call of the
+      cells of its method on its own dataset when there are any (prompt sizes are a dataset's), else at
+      their own seconds;
+    - else the table's cells of its method on its dataset, else of its method, else other tables' cells
+      of its method."""
+    rows = [dict(cell_status(table, c, runs), method=c.method, dataset=c.dataset, config=c.config,
+                 optional=bool(c.optional)) for c in table.cells]
     out = []
     for row in rows:
         missing = max(0, row["planned"] - row["present"])
@@ -179,16 +194,23 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
         if calls is None:
             peers = [r for r in rows if r["method"] == row["method"] and r["calls/q"] is not None]
             same = [r for r in peers if r["dataset"] == row["dataset"]]
+            config = [r for r in rows if row["config"] and r["config"] == row["config"] and r["calls/q"] is not None]
             peers = same or peers
             if not peers:  # no cell of this method in the table has run: the other tables' cells of the method
                 peers = [dict(cell_status(t, c), method=c.method) for t in TABLES.values() if t is not table
                          for c in t.cells if c.method == row["method"]]
                 peers = [r for r in peers if r["calls/q"] is not None]
-            if peers:
-                basis = ("mean of " + ", ".join(r["cell"] for r in peers) if len(peers) <= 3
-                         else f"mean of {len(peers)} {row['method']} cells")
-                calls = sum(r["calls/q"] for r in peers) / len(peers)
-                secs = sum(r["model s/q"] for r in peers) / len(peers)
+            if config and same and _mean(same, "calls/q") > 0:
+                calls = _mean(config, "calls/q")
+                secs = calls * _mean(same, "model s/q") / _mean(same, "calls/q")
+                basis = (f"calls/q of {_names(config, row['config'])} × s/call of "
+                         f"{_names(same, row['method'] + ' ' + row['dataset'])}")
+            elif config:
+                calls, secs = _mean(config, "calls/q"), _mean(config, "model s/q")
+                basis = "mean of " + _names(config, row["config"])
+            elif peers:
+                basis = "mean of " + _names(peers, row["method"])
+                calls, secs = _mean(peers, "calls/q"), _mean(peers, "model s/q")
             else:
                 basis = None
         out.append({"cell": row["cell"], "missing": missing, "basis": basis, "optional": row["optional"],
@@ -202,7 +224,7 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
         return "nothing to run: every cell has its planned questions"
     lines = []
     for r in rows:
-        cost = (f"≈ {r['llm_calls']:.0f} LLM calls, ≈ {r['hours']:.1f} h without cache hits (per-question costs of {r['basis']})"
+        cost = (f"≈ {r['llm_calls']:.0f} LLM calls, ≈ {r['hours']:.1f} h without cache hits (per-question costs: {r['basis']})"
                 if r["basis"] else "cost unknown (no records of this method yet)")
         lines.append(f"  {r['cell']}: {r['missing']} questions missing, {cost}" + (" (optional)" if r.get("optional") else ""))
     known = [r for r in rows if r["basis"]]

@@ -140,7 +140,7 @@ def make_cell(pair: str, config: str) -> Cell:
     args = [*extra, *run_args] + (["--set", f"task={task}"] if method in ("fusic", "kbbinder") else [])
     for s in sets:
         args += ["--set", s]
-    return Cell(cell_name(pair, config), method, dataset, planned, tuple(args), OPTIONAL.get(config, ""))
+    return Cell(cell_name(pair, config), method, dataset, planned, tuple(args), OPTIONAL.get(config, ""), config)
 
 
 CELLS = tuple(make_cell(p, c) for p, c in ORDER)

@@ -152,6 +152,32 @@ def test_estimate_counts_cache_hits_at_their_recorded_time_and_prefers_peers_on_
     assert not any(r["optional"] for r in rows.values()) and "optional" not in bench.format_estimate(list(rows.values()))
 
 
+def test_estimate_takes_a_configurations_calls_from_its_cells_on_other_datasets(tmp_path, monkeypatch):
+    """A configuration's call count travels across datasets (a no-retrieval baseline makes 1 call, not a
+    retriever pipeline's 4): a new cell takes the calls/q of its ``config``'s cells elsewhere, at the
+    seconds per call of its method's cells on its own dataset (else at the config cells' own seconds)."""
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    cells = (core.Cell("d1.naive", "m", "d1", 4, config="naive"), core.Cell("d2.full", "m", "d2", 4, config="full"),
+             core.Cell("d2.naive", "m", "d2", 4, config="naive"), core.Cell("d3.naive", "m", "d3", 4, config="naive"),
+             core.Cell("d2.other", "m", "d2", 4))
+    t = core.Table(name="fake_c", title="fake", cells=cells, report=lambda rs: "", output="fake_c.md")
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+
+    def rec(i, calls, secs):
+        return {"qid": f"q{i}", "seconds": secs, "llm": {"calls": calls}}
+
+    (runs / "d1.naive.jsonl").write_text("".join(json.dumps(rec(i, 1, 2.0)) + "\n" for i in range(4)))
+    (runs / "d2.full.jsonl").write_text("".join(json.dumps(rec(i, 4, 40.0)) + "\n" for i in range(2)))
+    rows = {r["cell"]: r for r in bench.estimate(t, runs)}
+    assert rows["d2.naive"]["llm_calls"] == pytest.approx(4) and rows["d2.naive"]["hours"] == pytest.approx(4 * 10.0 / 3600)
+    assert rows["d2.naive"]["basis"] == "calls/q of d1.naive × s/call of d2.full"
+    assert rows["d3.naive"]["basis"] == "mean of d1.naive" and rows["d3.naive"]["hours"] == pytest.approx(4 * 2.0 / 3600)
+    assert rows["d2.other"]["basis"] == "mean of d2.full"  # no config: its method's cells on its dataset
+    assert rows["d2.full"]["basis"] == "d2.full" and "d1.naive" not in rows
+    assert "(per-question costs: calls/q of d1.naive × s/call of d2.full)" in bench.format_estimate(list(rows.values()))
+
+
 def test_optional_cells_are_listed_and_estimated_apart(tmp_path, monkeypatch):
     """A deviation beyond a table's acceptance (``Cell.optional``) is marked in `kgqa bench list` and its
     questions and hours are split from those the table needs."""
