@@ -377,18 +377,28 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
     return failed
 
 
+def completeness(table: Table, runs: Path | None = None) -> dict[str, Any]:
+    """How far a table is: its cells (``rows``: :func:`cell_status` each), the complete ones, the questions
+    present of those planned, and the same for the cells its acceptance needs (``Cell.optional`` ones out)."""
+    rows = [cell_status(table, c, runs) for c in table.cells]
+    needed = [r for r, c in zip(rows, table.cells) if not c.optional]
+    return {"rows": rows, "cells": len(rows), "complete": sum(r["complete"] for r in rows),
+            "questions": sum(min(r["present"], r["planned"]) for r in rows), "planned": sum(r["planned"] for r in rows),
+            "needed": len(needed), "needed complete": sum(r["complete"] for r in needed)}
+
+
+def completeness_line(table: Table, runs: Path | None = None) -> str:
+    """``55/90 cells complete, 6134/9597 questions (cells the table needs: 52/78 complete)``."""
+    k = completeness(table, runs)
+    return (f"{k['complete']}/{k['cells']} cells complete, {k['questions']}/{k['planned']} questions"
+            + (f" (cells the table needs: {k['needed complete']}/{k['needed']} complete)" if k["needed"] < k["cells"] else ""))
+
+
 def status_table(table: Table, runs: Path | None = None) -> list[str]:
     """Lines of ``kgqa bench list`` for one table."""
-    rows = [cell_status(table, c, runs) for c in table.cells]
-    done = sum(min(r["present"], r["planned"]) for r in rows)
-    planned = sum(r["planned"] for r in rows)
-    complete = sum(r["complete"] for r in rows)
-    needed = [r for r, c in zip(rows, table.cells) if not c.optional]
+    rows = completeness(table, runs)["rows"]
     lines = [f"{table.name}: {table.title} → results/bench/{table.output}",
-             f"  {complete}/{len(rows)} cells complete, {done}/{planned} questions"
-             + (f" (cells the table needs: {sum(r['complete'] for r in needed)}/{len(needed)} complete)"
-                if len(needed) < len(rows) else "")
-             + (f"; {table.source}" if table.source else "")]
+             f"  {completeness_line(table, runs)}" + (f"; {table.source}" if table.source else "")]
     if table.provenance:
         lines.append(f"  records: {table.provenance}")
     w = max(len(r["cell"]) for r in rows)
