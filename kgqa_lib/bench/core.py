@@ -195,11 +195,6 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
             peers = [r for r in rows if r["method"] == row["method"] and r["calls/q"] is not None]
             same = [r for r in peers if r["dataset"] == row["dataset"]]
             config = [r for r in rows if row["config"] and r["config"] == row["config"] and r["calls/q"] is not None]
-            peers = same or peers
-            if not peers:  # no cell of this method in the table has run: the other tables' cells of the method
-                peers = [dict(cell_status(t, c), method=c.method) for t in TABLES.values() if t is not table
-                         for c in t.cells if c.method == row["method"]]
-                peers = [r for r in peers if r["calls/q"] is not None]
             if config and same and _mean(same, "calls/q") > 0:
                 calls = _mean(config, "calls/q")
                 secs = calls * _mean(same, "model s/q") / _mean(same, "calls/q")
@@ -208,11 +203,17 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
             elif config:
                 calls, secs = _mean(config, "calls/q"), _mean(config, "model s/q")
                 basis = "mean of " + _names(config, row["config"])
-            elif peers:
-                basis = "mean of " + _names(peers, row["method"])
-                calls, secs = _mean(peers, "calls/q"), _mean(peers, "model s/q")
             else:
-                basis = None
+                peers = same or peers
+                if not peers:  # no cell of this method in the table has run: the other tables' cells of the method
+                    peers = [dict(cell_status(t, c), method=c.method) for t in TABLES.values() if t is not table
+                             for c in t.cells if c.method == row["method"]]
+                    peers = [r for r in peers if r["calls/q"] is not None]
+                if peers:
+                    basis = "mean of " + _names(peers, row["method"])
+                    calls, secs = _mean(peers, "calls/q"), _mean(peers, "model s/q")
+                else:
+                    basis = None
         out.append({"cell": row["cell"], "missing": missing, "basis": basis, "optional": row["optional"],
                     "llm_calls": None if calls is None else calls * missing,
                     "hours": None if secs is None else secs * missing / 3600})
@@ -387,18 +388,20 @@ def completeness(table: Table, runs: Path | None = None) -> dict[str, Any]:
             "needed": len(needed), "needed complete": sum(r["complete"] for r in needed)}
 
 
-def completeness_line(table: Table, runs: Path | None = None) -> str:
-    """``55/90 cells complete, 6134/9597 questions (cells the table needs: 52/78 complete)``."""
-    k = completeness(table, runs)
+def completeness_line(table: Table, runs: Path | None = None, k: dict[str, Any] | None = None) -> str:
+    """``55/90 cells complete, 6134/9597 questions (cells the table needs: 52/78 complete)``
+    (``k``: the table's :func:`completeness`, when the caller has it)."""
+    k = k or completeness(table, runs)
     return (f"{k['complete']}/{k['cells']} cells complete, {k['questions']}/{k['planned']} questions"
             + (f" (cells the table needs: {k['needed complete']}/{k['needed']} complete)" if k["needed"] < k["cells"] else ""))
 
 
 def status_table(table: Table, runs: Path | None = None) -> list[str]:
     """Lines of ``kgqa bench list`` for one table."""
-    rows = completeness(table, runs)["rows"]
+    k = completeness(table, runs)
+    rows = k["rows"]
     lines = [f"{table.name}: {table.title} → results/bench/{table.output}",
-             f"  {completeness_line(table, runs)}" + (f"; {table.source}" if table.source else "")]
+             f"  {completeness_line(table, k=k)}" + (f"; {table.source}" if table.source else "")]
     if table.provenance:
         lines.append(f"  records: {table.provenance}")
     w = max(len(r["cell"]) for r in rows)
