@@ -218,6 +218,56 @@ def test_feedback_stops_after_the_rounds(tmp_path, tmp_cache):
     assert res.answers == [] and res.error == "query_rejected"
 
 
+class Replies:
+    """A backend that writes the queries of a script in turn (re-ranking prompts: a malformed reply) and
+    keeps every feedback turn it was sent."""
+
+    def __init__(self, *queries: str) -> None:
+        self.queries, self.feedback, self.first = list(queries), [], None
+
+    def complete(self, request):
+        last = request.messages[-1][1]
+        if "Reply with their numbers only" in last:
+            text = "none"
+        else:
+            self.first = self.first or len(request.messages)  # the generation prompt; longer ones: feedback
+            if len(request.messages) > self.first:
+                self.feedback.append(last)
+            text = f"```sparql\n{self.queries.pop(0)}\n```"
+        return {"text": text, "prompt_tokens": 10, "completion_tokens": 10, "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize("style", ["diagnostic", "paper"])
+def test_feedback_styles(tmp_path, tmp_cache, style):
+    """``feedback=paper`` (sec. 3, appendix A.1.4): a query that returns answers is final, even one that
+    leaves the question's entity out; a failed one gets the paper's fixed message. ``diagnostic`` (ours):
+    the unanchored query is refused, and the message says what failed."""
+    from kgqa_lib.llm.chat import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    task = F.get_task("geo-wd>cinema-fb")
+    q = next(x for x in task.test if x.gold_query.get("path") == "directed_by")
+    g = task.target.gold(q)
+    prof = task.target.profile
+    topic, rel = prof.compact(g.topics[0]), prof.compact(g.hops[0][0])
+    empty = f"SELECT ?x WHERE {{ ?x {rel} {topic} . }}"  # the reversed direction: no rows
+    unanchored = f"SELECT ?x WHERE {{ ?f {rel} ?x . }}"  # every film's director
+    backend = Replies(empty, unanchored, g.sparql(prof))
+    llm = LLM(backend, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
+    ctx = Context(llm=llm, settings={"task": "geo-wd>cinema-fb", "shots": 0, "retrievers": "bm25", "feedback": style})
+    res = F.fusic(q, ctx)
+    attempts = next(s.output for s in res.trace if s.name == "generate_and_execute")
+    if style == "paper":
+        assert [a.execution.status for a in attempts] == ["empty", "ok"]
+        assert backend.feedback == [F.paper_feedback_message("sparql")]
+        assert len(res.answers) > len(q.answers) and set(q.answers) <= set(res.answers)  # every director: final
+        assert F.paper_feedback_message("sparql").startswith("The generated SPARQL gives an empty answer when executed")
+    else:
+        assert [a.execution.status for a in attempts] == ["empty", "unanchored", "ok"]
+        assert "returned no results" in backend.feedback[0] and "does not use the question's entity" in backend.feedback[1]
+        assert set_prf(res.answers, q.answers)[2] == 1.0
+
+
 def test_empty_result_is_diagnosed(fb):
     film = next(q for q in fb.questions if q.question == "Where was the director of Ocean's Eleven born?")
     topic = fb.profile.compact(fb.gold(film).topics[0])

@@ -140,6 +140,7 @@ from .execution import (  # noqa: F401
     egf_loop,
     execute_query,
     feedback_message,
+    paper_feedback_message,
     feedback_turn,
 )
 from .pipeline import (  # noqa: F401

@@ -213,29 +213,45 @@ def feedback_message(execution: Execution, language: str) -> str:
     return f"{execution.message}\nWrite a corrected {what} for the same question, using only the ids in the context."
 
 
+def paper_feedback_message(language: str) -> str:
+    """Appendix A.1.4's feedback, word for word but for the KB's name (the paper's: "freebase KG") and,
+    with ``language="sexpr"``, the logical form's (the paper's prompt is for SPARQL)."""
+    what = "SPARQL" if language == "sparql" else "s-expression"
+    return (f"The generated {what} gives an empty answer when executed on the KG, Please generate again a different "
+            f"executable {what} using the same context and constraints.")
+
+
 def egf_loop(messages: list[dict[str, str]], kg, profile: SchemaProfile, ctx: Context, language: str,
              rounds: int = 4, exclude: Sequence[str] = ()) -> list[Attempt]:
     """Generate, execute; while the execution failed and rounds remain, show the LLM what happened
     (its earlier answers stay in the dialogue) and ask again. Round 0 is the generation call, each
-    later round one feedback call (the paper's "0 to 4 additional API calls", Limitations)."""
+    later round one feedback call (the paper's "0 to 4 additional API calls", Limitations). The setting
+    ``feedback`` chooses what a failure is and what the LLM is told (:func:`feedback_turn`); with
+    ``paper`` a query need not use the question's entity."""
+    st = FuSICSettings.of(ctx)
     attempts: list[Attempt] = []
     dialogue = list(messages)
     for rnd in range(rounds + 1):
         t0 = time.perf_counter()
         text = generate_query(dialogue, ctx)
         query, _ = extract_query(text, language)
-        ex = execute_query(query, kg, profile, language=language, max_answers=FuSICSettings.of(ctx).max_answers, exclude=exclude,
-                           anchors=exclude)
+        ex = execute_query(query, kg, profile, language=language, max_answers=st.max_answers, exclude=exclude,
+                           anchors=() if st.feedback == "paper" else exclude)
         attempts.append(Attempt(rnd, text, ex, time.perf_counter() - t0))
         if ex.ok:
             break
-        dialogue += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback_turn(attempts, language)}]
+        dialogue += [{"role": "assistant", "content": text},
+                     {"role": "user", "content": feedback_turn(attempts, language, st.feedback)}]
     return attempts
 
 
-def feedback_turn(attempts: Sequence[Attempt], language: str) -> str:
-    """The feedback the LLM is sent after the last of ``attempts`` failed (appendix A.1.4: what went
-    wrong, then "write a corrected query"), prefixed by a note when it repeats an earlier query."""
+def feedback_turn(attempts: Sequence[Attempt], language: str, style: str = "diagnostic") -> str:
+    """The feedback the LLM is sent after the last of ``attempts`` failed. ``diagnostic`` (ours): what
+    went wrong, then "write a corrected query", prefixed by a note when it repeats an earlier query.
+    ``paper``: appendix A.1.4's fixed message, whatever the failure (in the paper a failed query is
+    one that "gives an empty answer")."""
+    if style == "paper":
+        return paper_feedback_message(language)
     ex = attempts[-1].execution
     repeated = any(a.execution.query.strip() == ex.query.strip() for a in attempts[:-1]) and ex.query.strip()
     return ("You wrote the same query as before. " if repeated else "") + feedback_message(ex, language)

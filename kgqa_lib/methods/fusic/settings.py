@@ -59,6 +59,13 @@ class FuSICSettings(Settings):
                    ". }, as the retrieved paths and the paper's exemplars, appendix A.1.3); dataset = GrailQA's own "
                    "gold SPARQL, prefixes shortened (nested SELECT, VALUES, FILTER; before stop 30). Other KBs: "
                    "no effect")
+    feedback: Literal["diagnostic", "paper"] = setting(
+        "diagnostic", "what execution-guided feedback reacts to and says: diagnostic = any failed execution (no "
+                      "query, parse error, unknown id, a query that does not use the question's entity, timeout, no "
+                      "rows, more than max_answers rows) is told to the LLM with what failed, and a repeated query is "
+                      "pointed out (ours, from before issue 20); paper = sec. 3 and appendix A.1.4: a query that "
+                      "returns no answer gets the paper's one fixed message, a query that returns answers is final "
+                      "(no check that it uses the question's entity); our row cap (max_answers) still applies")
     naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
                                           "(the no-retrieval configuration before issue 20)")
 
