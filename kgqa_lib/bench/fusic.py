@@ -667,8 +667,8 @@ def report(records: Records) -> str:
               "never one, 3 in the deviation; our walk passes through a CVT node without counting a step, which the "
               "paper does not describe, so on GrailQA-Tech this column undercounts the candidates). The last column "
               "looks at the generation step alone: of the questions whose prompt held the gold path and whose F1 is "
-              "below 1, how many relations the final query walks against the gold path's (triple patterns other than rdf:type, property-path steps; on GrailQA a constraint's or a type's "
-              "relation counts too):", "",
+              "below 1, how many relations the final query walks against the gold path's (triple patterns other than "
+              "rdf:type, property-path steps; on GrailQA a constraint's or a type's relation counts too):", "",
               "| pair | configuration | n | analysed | topic linked | gold path short enough (≤ max_path_hops relations) "
               "| gold path in top K | gold path in prompt | query answered | F1 = 1 | gold path in prompt, F1 < 1: the final "
               "query walks more / fewer / as many relations as the gold path (/ unreadable) |",
