@@ -45,7 +45,8 @@ def retrieval_recall(q: Question, task: Task, retrievers: Sequence[Any], ctx: Co
         if not want:
             continue
         have = lambda items: want <= {c.key for c in items}  # noqa: E731
-        ranked = rerank(q.question, r, ctx, keep[r.aspect]).items if rerank_with_llm else [c for c, _ in r.items]
+        ranked = (rerank(q.question, r, ctx, keep[r.aspect], profile=dom.profile).items if rerank_with_llm
+                  else [c for c, _ in r.items])
         rows.append({"qid": q.qid, "retriever": r.retriever, "aspect": r.aspect,
                      "in candidates": have(cands.aspect(r.aspect)), "in top K": have([c for c, _ in r.items]),
                      **{f"in top {k}": have([c for c, _ in r.items[:k]]) for k in ks},

@@ -25,7 +25,7 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 94 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    assert len(names) == 98 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
     # after the ablations: the shots rows (MetaQA only, 100 first), the rest of Table 2's grid (zero-shot BM25
     # and both; the mini-world pairs' naive, BM25 and both cells), then the deviations
     at = names.index("metaqa1.fs_dense_shots100")
@@ -35,9 +35,11 @@ def test_cells_in_priority_order_with_the_paper_named():
                                      for p in ("metaqa1", "metaqa2", "metaqa3", "gtech")]
     assert names[at + 14:at + 24] == [f"{p}.{c}" for p in ("geo2cinema", "cinema2geo")
                                       for c in ("fs_naive", "fs_bm25", "fs_both", "zs_bm25", "zs_both")]
-    assert names[-28:-12] == ([f"metaqa{h}.fs_dense_values" for h in (1, 2, 3)]
+    assert names[-32:-12] == ([f"metaqa{h}.fs_dense_values" for h in (1, 2, 3)]
                               # our feedback against the paper's (sec. 3, A.1.4), where it runs most: GrailQA-Tech
                               + [f"{p}.fs_dense_paperfb" for p in ("metaqa1", "metaqa2", "metaqa3", "gtech")]
+                              # the paper's re-ranking path form (A.1.2), on GrailQA's own s-expressions first
+                              + [f"{p}.fs_dense_rrsexpr" for p in ("gtech", "metaqa1", "metaqa2", "metaqa3")]
                               + ["metaqa1.fs_dense_sexpr_sqlpaths"]
                               + [f"metaqa{h}.{c}" for c in ("fs_dense_simex", "fs_naive_egf") for h in (1, 2, 3)]
                               + ["gtech.fs_naive_dsex", "gtech.fs_dense_dsex"])  # GrailQA's own SPARQL as exemplars

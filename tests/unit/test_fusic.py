@@ -4,6 +4,8 @@ the whole pipeline with a scripted LLM (execution-guided feedback, re-ranking pa
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kgqa_lib.evaluate.metrics import set_prf
@@ -266,6 +268,64 @@ def test_feedback_styles(tmp_path, tmp_cache, style):
         assert [a.execution.status for a in attempts] == ["empty", "unanchored", "ok"]
         assert "returned no results" in backend.feedback[0] and "does not use the question's entity" in backend.feedback[1]
         assert set_prf(res.answers, q.answers)[2] == 1.0
+
+
+class Listings:
+    """A backend that keeps every re-ranking prompt's candidate listing and writes a fixed query."""
+
+    def __init__(self, query: str) -> None:
+        self.query, self.listings, self.generation = query, [], None
+
+    def complete(self, request):
+        last = request.messages[-1][1]
+        if "Reply with their numbers only" in last:
+            self.listings.append(last)
+            text = "1"
+        else:
+            self.generation = self.generation or "\n".join(m[1] for m in request.messages)
+            text = f"```sparql\n{self.query}\n```"
+        return {"text": text, "prompt_tokens": 10, "completion_tokens": 10, "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize("form", ["sparql", "sexpr"])
+def test_rerank_paths_as(tmp_path, tmp_cache, form):
+    """``rerank_paths_as=sexpr``: the re-ranking prompt lists the candidate paths as s-expressions (the paper's
+    appendix A.1.2 form); the default lists their SPARQL programs. The generation prompt shows SPARQL either
+    way, and relations and types are listed alike."""
+    from kgqa_lib.llm.chat import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    task = F.get_task("geo-wd>cinema-fb")
+    q = next(x for x in task.test if x.gold_query.get("path") == "directed_by")
+    g = task.target.gold(q)
+    prof = task.target.profile
+    backend = Listings(g.sparql(prof))
+    llm = LLM(backend, "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None))
+    ctx = Context(llm=llm, settings={"task": "geo-wd>cinema-fb", "shots": 0, "retrievers": "bm25",
+                                     "rerank_paths_as": form})
+    res = F.fusic(q, ctx)
+    paths = [x for x in backend.listings if "Candidate relation paths" in x]
+    others = [x for x in backend.listings if "Candidate relation paths" not in x]
+    assert len(paths) == 1 and others
+    rows = [line for line in paths[0].splitlines() if re.match(r"\d+\. ", line)]
+    assert len(rows) > 1
+    if form == "sexpr":
+        assert all(re.match(r"\d+\. \(JOIN ", r) and "SELECT" not in r and "   # " in r for r in rows)
+    else:
+        assert all(re.match(r"\d+\. SELECT DISTINCT \?x WHERE \{", r) and "JOIN" not in r for r in rows)
+    assert not any("JOIN" in x or "SELECT DISTINCT ?x WHERE" in x for x in others)
+    ranked = next(s.output for s in res.trace if s.name == "rerank:bm25:path")
+    assert ranked.called and ranked.picked == [1]
+    assert set_prf(res.answers, q.answers)[2] == 1.0
+    assert "SELECT DISTINCT ?x WHERE {" in backend.generation and "(JOIN" not in backend.generation
+
+
+def test_rerank_paths_as_sexpr_needs_the_profile(tmp_cache):
+    from kgqa_lib.methods import Context
+
+    retrieved = F.Retrieved("bm25", "path", [])
+    with pytest.raises(ValueError, match="schema profile"):
+        F.rerank("q?", retrieved, Context(llm=None, settings={"rerank_paths_as": "sexpr"}), 5)
 
 
 def test_empty_result_is_diagnosed(fb):

@@ -71,7 +71,8 @@ def fusic(q: Question, ctx: Context) -> MethodResult:
         retrieved = tr.record("retrieve", retrieve, q.question, cands, retrievers, s["K"])
         if s["rerank"]:  # re-rank to a fixed k (shared by every configuration), then cut to the context size
             keep = rerank_sizes(st.context_size)
-            ranked = [tr.record(f"rerank:{r.retriever}:{r.aspect}", rerank, q.question, r, ctx, keep[r.aspect])
+            ranked = [tr.record(f"rerank:{r.retriever}:{r.aspect}", rerank, q.question, r, ctx, keep[r.aspect],
+                                profile=dom.profile)
                       for r in retrieved]
         else:
             ranked = [Reranked(r.retriever, r.aspect, [c for c, _ in r.items], []) for r in retrieved]

@@ -12,6 +12,7 @@ from ...llm.prompting import load_prompt
 from ..base import Context
 from .candidates import Candidate
 from .retrieval import Retrieved
+from .schema import SchemaProfile
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,22 +52,28 @@ def parse_choice(text: str, n: int, k: int) -> tuple[list[int], str | None]:
     return valid[:k], None
 
 
-def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int) -> Reranked:
+def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int,
+           profile: SchemaProfile | None = None) -> Reranked:
     """The LLM picks and orders the k most useful candidates of one aspect. A list of k or fewer is
     re-ranked too ("If the number of candidates are ten or less then just rerank the candidates",
     appendix A.1.2), so each retriever makes the paper's 3 re-rank calls; with the setting
     ``rerank_short_lists=false`` such a list keeps the retriever's order, no call (the behaviour
     before issue 20). A single candidate is never sent. Paths are shown as SPARQL programs
-    (``show_path_values``: with the entities they reach). A malformed answer falls back to the
+    (``show_path_values``: with the entities they reach; ``rerank_paths_as=sexpr``: as s-expressions,
+    the paper's form, which needs the target's ``profile``). A malformed answer falls back to the
     retriever's order and is counted."""
     from .settings import FuSICSettings
 
     s = FuSICSettings.of(ctx)
+    if s.rerank_paths_as == "sexpr" and profile is None:
+        raise ValueError("rerank_paths_as=sexpr needs the target KB's schema profile: "
+                         "rerank(..., profile=task.target.profile)")
     items = [c for c, _ in retrieved.items]
     if len(items) <= 1 or (len(items) <= k and not s.rerank_short_lists):
         return Reranked(retrieved.retriever, retrieved.aspect, items, list(range(1, len(items) + 1)))
-    listing = "\n".join(f"{i}. {c.display(s.show_path_values) if c.aspect == 'path' else f'{c.query} ({c.text})'}"
-                        for i, c in enumerate(items, 1))
+    as_sexpr = profile if s.rerank_paths_as == "sexpr" else None
+    listing = "\n".join(f"{i}. {c.display(s.show_path_values, as_sexpr)}" if c.aspect == "path"
+                        else f"{i}. {c.query} ({c.text})" for i, c in enumerate(items, 1))
     want = min(k, len(items))
     messages = load_prompt("fusic_rerank").messages(question=question, what=_ASPECT_WORDS[retrieved.aspect],
                                                      candidates=listing, k=str(want))

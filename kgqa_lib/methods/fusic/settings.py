@@ -52,7 +52,11 @@ class FuSICSettings(Settings):
         "sparql", "how the generation prompt shows the retrieved paths: sparql = as SPARQL programs (sec. 3, "
                   "whatever the LLM writes); logical_form = in the language the LLM writes — with language=sexpr, "
                   "as s-expressions (the paper translates TIARA's s-expression paths to SPARQL, appendix A.1.1; "
-                  "its w/o-SPARQL ablation does not say which it shows). Re-ranking always reads SPARQL")
+                  "its w/o-SPARQL ablation does not say which it shows). Re-ranking: the setting rerank_paths_as")
+    rerank_paths_as: Literal["sparql", "sexpr"] = setting(
+        "sparql", "how the re-ranking prompt lists the candidate paths: sparql = as SPARQL programs, the form the "
+                  "generation prompt shows (ours); sexpr = as s-expressions, (JOIN (R r) e), the form of the paper's "
+                  "re-ranking prompt (appendix A.1.2: TIARA's paths); both with the relations' labels as a comment")
     exemplar_sparql: Literal["concise", "dataset"] = setting(
         "concise", "how an exemplar's SPARQL is written when the dataset gives its own logical forms (GrailQA): "
                    "concise = from its s-expression (kg.sexpr.to_sparql: SELECT DISTINCT ?x WHERE { ns:m.… ns:rel ?x "
