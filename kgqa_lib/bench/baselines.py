@@ -5,7 +5,8 @@ KB-BINDER on the FuSIC transfer pairs is a cell of the FuSIC table (same questio
 MetaQA records are stripped (:func:`strip`): ids, metrics, costs, the per-stage seconds and, for
 ToG, its summary counts (depth, where the answer came from, why the search stopped, calls by
 kind, malformed outputs, entity-scoring calls and those that rated every candidate 0 or all alike);
-for KB-BINDER the vote's counts — no question text, no entity names. Mini-world records are saved whole:
+for KB-BINDER the vote's counts; for LangChain's SPARQL chain (a FuSIC peer) its outcome and the shape of its query
+(fenced, the prefix names it declares) — no question text, no entity names. Mini-world records are saved whole:
 the mini-world is this repository's own data (``data/miniworld``), not benchmark text, and notebook 11
 reads their traces."""
 
@@ -40,6 +41,13 @@ def _summary(r: dict[str, Any]) -> dict[str, Any]:
                 "called": len(called),
                 "all_zero": sum(1 for e in called if e.get("scores") and not any(e["scores"])),
                 "all_equal": sum(1 for e in called if e.get("scores") and any(e["scores"]) and len(set(e["scores"])) == 1)}
+        elif s["name"] == "langchain_chain" and isinstance(o, dict):  # LangChain's chain: outcome and query shape
+            intent = (o.get("intent") or "").upper()
+            out["langchain"] = {"intent": "SELECT" if "SELECT" in intent and "UPDATE" not in intent else
+                                "UPDATE" if "UPDATE" in intent and "SELECT" not in intent else "other",
+                                **{k: o.get(k) for k in ("status", "rows", "values", "fenced", "prefixes",
+                                                         "update_keyword")},
+                                "calls": len(o.get("calls") or [])}
         elif s["name"] == "vote" and isinstance(o, dict):
             out["vote"] = {"statuses": o.get("statuses"), "winner": o.get("winner"),
                            "answer_sets": len(o.get("tally") or []),

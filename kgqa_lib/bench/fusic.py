@@ -21,11 +21,12 @@ entity name, query or answer is kept, so the report regenerates from the records
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from ..evaluate.report import format_gain, paired_gain, summarize
 from ..kg.grailqa_fragment import PAPER_TECH_DOMAINS, TECH_DOMAINS
-from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline
+from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline, summary_of
 from .core import Cell, Records, Table, register
 
 # ---------------------------------------------------------------- the cells
@@ -64,6 +65,8 @@ CONFIGS = {
                          "FuSIC, dense retriever, few-shot, re-ranking reads the paths as s-expressions (the paper's "
                          "form; ours: SPARQL)"),
     "io": ("io", (), "direct answering (IO): the question alone, no KB, no exemplars"),
+    "langchain": ("langchain_sparql", (), "LangChain's GraphSparqlQAChain, its default prompts (no exemplars, no "
+                                          "entity linking)"),
     "fs_dense_sexpr": ("fusic", ("shots=5", "retrievers=dense", "language=sexpr", "paths_as=logical_form"),
                        "w/o SPARQL (s-expressions)"),
     "fs_dense_sexpr_sqlpaths": ("fusic", ("shots=5", "retrievers=dense", "language=sexpr"),
@@ -95,7 +98,7 @@ BASELINE_OF = {"kbbinder_zs": "zs_dense", "zs_bm25": "zs_dense", "zs_both": "zs_
 MINIWORLD = ("geo2cinema", "cinema2geo")
 #: Table 2's main rows, in the order notebook 21's figure shows them (the deviations are in its table only)
 MAIN_CONFIGS = ("fs_dense", "zs_dense", "fs_bm25", "zs_bm25", "fs_both", "zs_both", "fs_naive", "kbbinder_fs",
-                "kbbinder_zs", "io")
+                "kbbinder_zs", "io", "langchain")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
 #: the configurations with one retriever the MetaQA goal is checked on (issue 20: "with one retriever")
 GOAL_CONFIGS = ("fs_dense", *DEPTH, "fs_bm25", "zs_dense", "zs_bm25")
@@ -106,6 +109,7 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [(p, c) for c in ("fs_bm25", "fs_both") for p in (*METAQA, "gtech")]
     + [(p, c) for p in MINIWORLD for c in ("fs_dense", "zs_dense")] + [("gtech", "zs_dense")]
     + [(p, "io") for p in METAQA]  # a peer number on MetaQA with the same model (issue 20): one short call
+    + [(p, "langchain") for p in METAQA]  # the other peer issue 20 names: LangChain's SPARQL chain, 2-3 calls
     + [(p, c) for c in ABLATIONS for p in (*METAQA, "gtech")]
     + [(p, SHOTS[n]) for n in (100, 25) for p in METAQA]
     # the rest of Table 2's grid: every pair zero- and few-shot with each retriever, the naive baseline
@@ -147,7 +151,8 @@ def make_cell(pair: str, config: str) -> Cell:
     task, dataset, planned, extra, _ = PAIRS[pair]
     method, sets, _ = CONFIGS[config]
     run_args = RUN_ARGS if method != "fusic" else tuple(FUSIC_LLM if a == "local" else a for a in RUN_ARGS)
-    args = [*extra, *run_args] + (["--set", f"task={task}"] if method in ("fusic", "kbbinder") else [])
+    args = [*extra, *run_args] + (["--set", f"task={task}"] if method in ("fusic", "kbbinder", "langchain_sparql")
+                                  else [])
     for s in sets:
         args += ["--set", s]
     return Cell(cell_name(pair, config), method, dataset, planned, tuple(args), OPTIONAL.get(config, ""), config)
@@ -175,6 +180,7 @@ PAPER = {
     "fs_dense_rrsexpr": ("Table 2, few-shot, FuSIC-KBQA(T) — with its re-ranking prompt's s-expression paths, "
                          "A.1.2", "70.8"),
     "io": ("not in the paper", "—"),
+    "langchain": ("not in the paper", "—"),
     "fs_dense_sexpr": ("Table 3, few-shot, w/o SPARQL", "64.3"),
     "fs_dense_sexpr_sqlpaths": ("Table 3, few-shot, w/o SPARQL", "64.3"),
     "fs_dense_noegf": ("Table 3, few-shot, w/o EGF", "66.6"),
@@ -213,6 +219,11 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
                         "(rerank_paths_as=sexpr: (JOIN (R r) e), the form of appendix A.1.2's prompt, TIARA's paths) "
                         "instead of its SPARQL program, with the same label comment; the generation prompt still "
                         "shows the chosen paths as SPARQL (sec. 3)",
+    "langchain": "LangChain's GraphSparqlQAChain (langchain-community 0.4.2) as shipped: its intent, SPARQL-generation "
+                 "and answer prompts, the KG's schema as its RdfGraph reads it (every class with an instance, every "
+                 "relation), no exemplars, no entity linking, no code-fence stripping, no feedback; on our KG "
+                 "read-only (an UPDATE is refused), the local model as its LLM; answer F1 on the entities the "
+                 "executed query returned (kgqa_lib.methods.langchain_sparql)",
     "io": "the local model answers from what it knows (our IO prompt, the PG&AKV baseline's); answer F1 against the "
           "gold set like every row",
     "fs_dense_sexpr": "the LLM writes s-expressions, converted to SPARQL by kgqa_lib.kg.sexpr; the retrieved paths "
@@ -403,7 +414,7 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     A record stripped already (restored from the saved records, then saved again) is kept as it is."""
     if r.get("stripped"):
         return r
-    if r.get("method") in ("kbbinder", "io"):
+    if r.get("method") in ("kbbinder", "io", "langchain_sparql"):
         return strip_baseline(r)
     out = {k: r[k] for k in KEEP if k in r}
     out["prediction"] = ["(answered)"] if r.get("prediction") else []
@@ -631,6 +642,35 @@ def ablation_gains(records: Records) -> list[dict[str, Any]]:
     return out
 
 
+def langchain_section(records: Records) -> list[str]:
+    """What LangChain's chain did with each question (its records' ``langchain`` summary): the outcome of
+    its query and what the generated queries looked like."""
+    lines = ["", "## LangChain's GraphSparqlQAChain on MetaQA (a peer): what its queries did", "",
+             "Counts of questions. Outcome: `no_intent` (the intent call answered neither SELECT nor UPDATE: the "
+             "chain stops), `update_refused` (UPDATE intent: the chain would write to the KG; refused), "
+             "`parse_error`, `rejected` (not a read-only query), `timeout`, `empty` (no rows), `ok` (rows: scored). "
+             "Shape: the generated query wrapped in a code fence (the chain passes it to the KG as it is), "
+             "declaring the prefix `foaf:` (the prompt's example), containing INSERT or DELETE.", "",
+             "| cell | n | F1 [95% CI] | Hits@1 | outcome | code fence | foaf: | INSERT / DELETE |", "|---|---|---|---|---|---|---|---|"]
+    for p in METAQA:
+        name = cell_name(p, "langchain")
+        recs = records(name)
+        if not recs:
+            lines.append(f"| {name} | not run yet | | | | | | |")
+            continue
+        lc = [summary_of(r).get("langchain") or {} for r in recs]
+        outcome = Counter(x.get("status") or "none" for x in lc)
+        from ..methods.langchain_sparql import STATUSES
+
+        order = [k for k in (*STATUSES, "none") if outcome.get(k)]
+        hits = _pct(_mean([r["metrics"]["hits@1"] for r in recs]))
+        lines.append(f"| {name} | {len(recs)} | {_f1(recs)} | {hits} | "
+                     + ", ".join(f"{k} {outcome[k]}" for k in order)
+                     + f" | {sum(bool(x.get('fenced')) for x in lc)} | {sum('foaf' in (x.get('prefixes') or []) for x in lc)}"
+                     + f" | {sum(bool(x.get('update_keyword')) for x in lc)} |")
+    return lines
+
+
 def report(records: Records) -> str:
     rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
     lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
@@ -708,6 +748,7 @@ def report(records: Records) -> str:
         if c.name.split(".")[1].startswith("kbbinder"):
             recs = records(c.name)
             lines.append(f"| {c.name} | {len(recs)} | {kbbinder_profile(recs) or 'not run yet'} |")
+    lines += langchain_section(records)
     lines += ["", "## Cost per question by stage", "",
               f"LLM calls counted the paper's way (Limitations: {PAPER_CALLS} calls per question = 3 re-rank (one "
               "retriever's three aspects; \"the number of API calls increases with additional retrievers\") + 1 "

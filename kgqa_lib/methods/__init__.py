@@ -17,6 +17,7 @@ from . import fusic  # noqa: F401  (registers fusic)
 from . import keqing  # noqa: F401  (registers keqing)
 from . import kbbinder  # noqa: F401  (registers kbbinder)
 from . import tog  # noqa: F401  (registers tog)
+from . import langchain_sparql  # noqa: F401  (registers langchain_sparql: LangChain's chain, a peer)
 
 __all__ = ["Context", "MethodResult", "Settings", "SettingsError", "Stage", "coerce_settings", "get_method",
            "method_names", "method_settings", "register_method", "setting"]

@@ -25,7 +25,7 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 98 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    assert len(names) == 101 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
     # after the ablations: the shots rows (MetaQA only, 100 first), the rest of Table 2's grid (zero-shot BM25
     # and both; the mini-world pairs' naive, BM25 and both cells), then the deviations
     at = names.index("metaqa1.fs_dense_shots100")
@@ -48,6 +48,11 @@ def test_cells_in_priority_order_with_the_paper_named():
         assert {f"{p}.{c}" for c in ("fs_dense", "fs_bm25", "fs_both", "zs_dense", "zs_bm25", "zs_both", "fs_naive",
                                      "kbbinder_fs", "kbbinder_zs")} <= set(names), p
     assert [n for n in names if n.endswith(".io")] == ["metaqa1.io", "metaqa2.io", "metaqa3.io"]
+    # the peers issue 20 names for MetaQA, right after each other: IO, then LangChain's GraphSparqlQAChain
+    at = names.index("metaqa1.io")
+    assert names[at:at + 6] == [f"metaqa{h}.{c}" for c in ("io", "langchain") for h in (1, 2, 3)]
+    assert all(dict(_args(c).set) == {"task": "mw-wd>metaqa"} and c.method == "langchain_sparql" and not c.optional
+               for c in B.CELLS if c.name.endswith(".langchain"))
     # KB-BINDER last, on every pair, few-shot then zero-shot
     pairs = ["metaqa1", "metaqa2", "metaqa3", "gtech", "geo2cinema", "cinema2geo"]
     assert names[-12:] == [f"{p}.kbbinder_fs" for p in pairs] + [f"{p}.kbbinder_zs" for p in pairs]
