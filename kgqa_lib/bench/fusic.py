@@ -262,14 +262,14 @@ PAIR_NOTE = {
              "(the paper: test questions from GrailQA dev, shots from its train set, sec. 4.1); KB = one fragment of "
              "those questions' gold facts",
     "mw": "our mini-world: domain and schema both change (the paper's Table 2 pairs share Freebase; its "
-          "GrailQA→MAKG pair, Table 5, changes the KB too)",
+          "GrailQA→MAKG pair, Table 5, changes the KB too); every question of the target's test split",
 }
 DIFFERS_ALL = ("Everywhere: the local Qwen2.5-Coder-1.5B (Q4, 8k context) instead of gpt-4-0613; our entity linker "
                "(labels, descriptions, degree) instead of TIARA's trained one; 5 target shots from a pool of 10 "
                "instead of 100 sampled shots (both show 5 exemplars; MetaQA's retriever also on 25 and 100, the shots "
                "rows below our Table 3 analogue — the paper's own shots study, sec. 4.2.2, varies the exemplars in "
                "the prompt); re-ranking shows the candidate paths as SPARQL (the paper's A.1.2 prompt: s-expressions — "
-               "measured both ways: cells fs_dense_rrsexpr); "
+               "the setting rerank_paths_as=sexpr, optional cells fs_dense_rrsexpr); "
                "execution-guided feedback tells the LLM any failure and what failed (the paper: a query with no "
                "answer, one fixed message, sec. 3 and A.1.4 — measured both ways: cells fs_dense_paperfb); "
                f"{min(p[2] for p in PAIRS.values())}–{max(p[2] for p in PAIRS.values())} test questions per cell "
