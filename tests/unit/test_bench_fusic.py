@@ -440,6 +440,7 @@ def test_the_metaqa_goal_counts_every_one_retriever_configuration():
     bm25 = [_fake(f"q{i}", 1.0 if i < 9 else 0.0, 1, [_ret("bm25", "path", True, True, True)]) for i in range(10)]
     text = B.report(lambda c: {"metaqa1.fs_bm25": bm25}.get(c, []))
     goal = text.split("## MetaQA goal")[1].split("\n## ")[0]
-    assert goal.count("- FuSIC, BM25 alone") == 2 and goal.count("- FuSIC, dense retriever") == 3  # fs, paths3, zs
+    assert goal.count("- FuSIC, BM25 alone") == 2 and goal.count("- FuSIC, dense retriever") == 5  # fs, paths3, zs,
+    assert "- FuSIC, dense retriever, 100 target shots" in goal  # and 25 and 100 target shots (the paper's 100)
     assert "MetaQA, 1-hop: F1 90.0, 3.00 LLM calls/q (re-rank + generation + feedback) — met (n=10)" in goal
     assert "| mini-world (Wikidata-style) → MetaQA, 1-hop | BM25 alone, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 10 | 10 | 10 | 9 | 9 | not saved |" in goal
