@@ -186,14 +186,14 @@ def _graph_class():
 
 
 @functools.lru_cache(maxsize=8)
-def _schema_of(kg: Any, timeout: float, max_rows: int) -> str:
-    """LangChain's schema text for ``kg`` (computed once per KG)."""
+def _schema_of(kg: Any, timeout: float) -> str:
+    """LangChain's schema text for ``kg`` (computed once per KG; its schema queries are not row-capped)."""
     return _graph_class()(kg, timeout=timeout, max_rows=100000).get_schema
 
 
 def graph_for(kg: Any, timeout: float = 10.0, max_rows: int = 100, run: ChainRun | None = None) -> Any:
     """A read-only LangChain ``RdfGraph`` over ``kg`` (its schema computed once per KG)."""
-    return _graph_class()(kg, _schema_of(kg, timeout, max_rows), timeout, max_rows, run)
+    return _graph_class()(kg, _schema_of(kg, timeout), timeout, max_rows, run)
 
 
 def run_chain(question: str, kg: Any, ctx: Context, s: LangChainSettings) -> ChainRun:
