@@ -645,6 +645,8 @@ def ablation_gains(records: Records) -> list[dict[str, Any]]:
 def langchain_section(records: Records) -> list[str]:
     """What LangChain's chain did with each question (its records' ``langchain`` summary): the outcome of
     its query and what the generated queries looked like."""
+    from ..methods.langchain_sparql import STATUSES
+
     lines = ["", "## LangChain's GraphSparqlQAChain on MetaQA (a peer): what its queries did", "",
              "Counts of questions. Outcome: `no_intent` (the intent call answered neither SELECT nor UPDATE: the "
              "chain stops), `update_refused` (UPDATE intent: the chain would write to the KG; refused), "
@@ -660,8 +662,6 @@ def langchain_section(records: Records) -> list[str]:
             continue
         lc = [summary_of(r).get("langchain") or {} for r in recs]
         outcome = Counter(x.get("status") or "none" for x in lc)
-        from ..methods.langchain_sparql import STATUSES
-
         order = [k for k in (*STATUSES, "none") if outcome.get(k)]
         hits = _pct(_mean([r["metrics"]["hits@1"] for r in recs]))
         lines.append(f"| {name} | {len(recs)} | {_f1(recs)} | {hits} | "
