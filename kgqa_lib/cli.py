@@ -310,10 +310,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import measure
 
     items = measure.lookup(args.tables)
+    llm = getattr(args, "llm", None)
+    model = bench.model_key(llm) if llm else None  # an unknown model name is one line, exit 2
     if args.action == "list":
         for i, t in enumerate(items):
             lines = measure.status_lines(t) if isinstance(t, measure.Measurement) else \
-                bench.status_table(t, bench.runs_dir())
+                bench.status_table(t, bench.runs_dir(), [model] if model else None)
             print(("\n" if i else "") + "\n".join(lines))
         return 0
     if args.action == "report":
@@ -331,29 +333,57 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 print(f"{t.name}: wrote results/bench/{t.output}")
         return 1 if failed else 0
     # run
-    if len(items) != 1:
-        raise UsageError("kgqa bench run takes one table (see `kgqa bench list`)")
+    if len(items) > 1:  # a queue of paper tables, one after the other (e.g. a second model's cells)
+        if any(isinstance(t, measure.Measurement) for t in items) or args.table_options:
+            raise UsageError("kgqa bench run takes several tables only of the papers' tables (a measurement table "
+                             "runs alone, with its own options)")
+        valid = {c.name for t in items for c in t.cells}
+        unknown = [c for c in args.cells or [] if c not in valid]
+        if unknown:
+            raise UsageError(f"none of these tables has a cell {unknown[0]!r}: see `kgqa bench list "
+                             f"{' '.join(t.name for t in items)}`")
+        code = 0
+        for t in items:
+            if args.cells and not any(c.name in args.cells for c in t.cells):
+                continue
+            sub = argparse.Namespace(**{**vars(args), "tables": [t.name],
+                                        "cells": [c.name for c in t.cells if c.name in args.cells] if args.cells else None})
+            code = cmd_bench(sub)
+            if code:
+                return code
+        return code
     [table] = items
     if isinstance(table, measure.Measurement):
-        if args.cells or args.procs != 1:
-            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells and --procs are for the "
-                             "papers' tables)")
+        if args.workers is not None:  # the measurement's own option of that name
+            args.table_options = ["--workers", args.workers, *args.table_options]
+            args.workers = None
+        if args.cells or args.procs != 1 or llm:
+            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells, --procs and --llm are "
+                             f"for the papers' tables; its own options: `kgqa bench list {table.name}`)")
         return _run_measurement(table, args)
     if args.table_options:
-        raise UsageError(f"table {table.name} takes no options (its cells' commands are fixed), got "
-                         f"{' '.join(args.table_options)}")
+        raise UsageError(f"table {table.name} takes no options of its own (the model is --llm, questions at once "
+                         f"--workers, cells --cells), got {' '.join(args.table_options)}")
+    if args.workers is not None:
+        try:
+            args.workers = _positive_int(args.workers)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"argument --workers: {exc}") from None
     cells = _bench_cells(table, args.cells)
-    missing = [m for m in bench.estimate(table, bench.runs_dir()) if cells is None or m["cell"] in cells]
-    print(f"{table.name}: what is missing, with costs from the records' own per-question means")
+    if model == bench.default_key():
+        model = None
+    missing = [m for m in bench.estimate(table, bench.runs_dir(), model) if cells is None or m["cell"] in cells]
+    print(f"{table.name} with {model or bench.default_key()}: what is missing, with costs from the records' "
+          "per-question means")
     print(bench.format_estimate(missing))
     if not missing:
         return 0
     if not args.yes:
         only = f" --cells {' '.join(cells)}" if cells else ""
-        print(f"nothing was run: add --yes to run these with the recorded commands "
-              f"(`kgqa bench run {table.name}{only} --yes`)")
+        with_llm = f" --llm {llm}" if llm else ""
+        print(f"nothing was run: add --yes to run these (`kgqa bench run {table.name}{with_llm}{only} --yes`)")
         return 0
-    return bench.run(table, batch=args.batch, cells=cells, procs=args.procs)
+    return bench.run(table, batch=args.batch, cells=cells, procs=args.procs, llm=llm, workers=args.workers)
 
 
 def _bench_cells(table, names: list[str] | None) -> list[str] | None:
@@ -497,6 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = b.add_subparsers(dest="action", required=True)
     bl = bsub.add_parser("list", help="tables, planned sizes and completeness per cell")
     bl.add_argument("tables", nargs="*", help="table names (default: all)")
+    bl.add_argument("--llm", default=None, help="also list this model's completeness (every model with saved "
+                    "records is listed)")
     br = bsub.add_parser("report", help="regenerate results/bench/*.md from the saved records")
     br.add_argument("tables", nargs="*", help="table names (default: all)")
     br.add_argument("--check", action="store_true", help="compare with the committed reports, write nothing "
@@ -504,7 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     bu = bsub.add_parser("run", help="estimate, then run/resume the missing questions of a table, or measure",
                          epilog="A measurement table takes its own options after its name (e.g. `kgqa bench run "
                          "embed --n 1000 --yes`): `kgqa bench list TABLE` lists them.")
-    bu.add_argument("tables", nargs=1, metavar="table")
+    bu.add_argument("tables", nargs="+", metavar="table",
+                    help="a table, or several papers' tables run one after the other (with --cells: the named "
+                         "cells of each)")
     bu.add_argument("--yes", action="store_true", help="run them (without it: the estimate only)")
     bu.add_argument("--cells", nargs="+", metavar="CELL", default=None,
                     help="only these cells of the table (names as `kgqa bench list` shows them)")
@@ -513,6 +547,14 @@ def build_parser() -> argparse.ArgumentParser:
     bu.add_argument("--procs", type=_positive_int, default=1,
                     help="paper tables: run N cells at once, each with cores/N model threads (more tokens/s on a "
                          "CPU; results do not depend on it)")
+    bu.add_argument("--llm", default=None,
+                    help="paper tables: run the cells with this model (local | local:qwen2.5-0.5b | openai:NAME | "
+                         "openai:NAME@http://host:port/v1); its records are saved apart, "
+                         "results/bench/runs/<table>/<model>/ (default: the model the cells name, local)")
+    bu.add_argument("--workers", default=None,  # a paper table's: a number (checked in cmd_bench); a measurement
+                    # table may have its own --workers (distributed: a list), handed on to it unchanged
+                    help="paper tables: questions of a cell answered at once (an endpoint's concurrency; the answers "
+                         "do not depend on it)")
     bu.set_defaults(table_options=[])  # a measurement table's own options: what the parser did not know (main)
     for sp in (b, bl, br, bu):
         sp.set_defaults(fn=cmd_bench)

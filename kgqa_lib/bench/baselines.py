@@ -16,9 +16,9 @@ from collections import Counter
 from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain, summarize
-from .core import Cell, Records, Table, register
+from .core import Cell, Records, Table, keep_prediction, register
 
-KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "config_hash", "config")
+KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "engine", "config_hash", "config")
 METAQA_SAMPLE = 100  # a subset of the Keqing benchmark's 200 per hop (seeded sample, prefix-consistent)
 HOPS = (1, 2, 3)
 # Published numbers, named by paper and table.
@@ -70,7 +70,7 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r[k] for k in KEEP if k in r}
     out["trace"] = [{"name": s["name"], "seconds": s.get("seconds", 0.0)} for s in r.get("trace") or []]
     out["summary"] = _summary(r)
-    out["prediction"] = ["(answered)"] if r.get("prediction") else []
+    keep_prediction(out, r)
     out["stripped"] = True
     return out
 

@@ -1,8 +1,10 @@
 """The benchmark tables as data, and the machinery every table shares.
 
 A :class:`Table` names the cells that make it (one ``kgqa run`` each: dataset, method, the exact
-arguments, the planned number of questions), the folder of its saved records
-(``results/bench/runs/<records>/<cell>.jsonl.gz``), how a record is stripped before it is saved
+arguments, the planned number of questions), the folder of its saved records, one per model
+(``results/bench/runs/<records>/<model>/<cell>.jsonl.gz``; the model is an axis of every table: a
+cell's command names the default model, ``kgqa bench run TABLE --llm MODEL`` runs the same cells with
+another, :func:`swap_llm`), how a record is stripped before it is saved
 (external benchmarks: no question text, no entity names), and the function that turns the saved
 records into its report (``results/bench/<output>``). Adding a table is one :func:`register` call
 plus a report function; the paper modules (:mod:`.pgakv`, :mod:`.keqing`) are the examples.
@@ -37,6 +39,48 @@ def runs_dir() -> Path:
     return results_dir() / "runs"
 
 
+#: The model every table's cells name in their commands, and whose records a report's main body reads.
+DEFAULT_LLM = "local"
+
+
+def model_key(llm: str | None = None) -> str:
+    """The folder name of a model's records: the slug of the model id the LLM name resolves to
+    (``local`` → ``qwen2.5-coder-1.5b-instruct-q4_k_m``, ``local:qwen2.5-0.5b`` → ``qwen2.5-0.5b-instruct-q4``,
+    ``openai:m@http://h:8000/v1`` → ``openai_m_http___h_8000_v1``). An unknown name is a UsageError."""
+    from ..llm.chat import llm_model_id, model_slug
+
+    return model_slug(llm_model_id(llm or DEFAULT_LLM))
+
+
+def default_key() -> str:
+    return model_key(DEFAULT_LLM)
+
+
+def swap_llm(old: str, new: str) -> str:
+    """The ``--llm`` value of a cell run with another model: ``new``, carrying the cell's engine options
+    (``local?prefix_cache=8`` → ``local:qwen2.5-0.5b?prefix_cache=8``) when ``new`` is of the same kind
+    (``local``) and names no options of its own; options of another kind are dropped (an endpoint has
+    no prefix cache of ours)."""
+    if "?" in new:
+        return new
+    base, sep, opts = old.partition("?")
+    same_kind = base.partition(":")[0] == new.partition(":")[0]
+    return f"{new}?{opts}" if sep and same_kind else new
+
+
+def with_llm(args: tuple[str, ...], llm: str | None) -> tuple[str, ...]:
+    """A cell's ``kgqa run`` arguments with its ``--llm`` swapped for ``llm`` (None: as recorded)."""
+    if llm is None:
+        return args
+    out = list(args)
+    if "--llm" in out:
+        i = out.index("--llm")
+        out[i + 1] = swap_llm(out[i + 1], llm)
+    else:
+        out += ["--llm", llm]
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One ``kgqa run`` of a table: its records are ``<name>.jsonl`` (live) / ``<name>.jsonl.gz`` (saved)."""
@@ -49,30 +93,37 @@ class Cell:
     optional: str = ""  # why the cell is not needed for the table's acceptance ("" = needed): listed and estimated apart
     config: str = ""  # the configuration it runs, shared by the cells that run it on other datasets ("" = its own)
 
-    def argv(self, out: str | Path) -> list[str]:
-        """The ``kgqa run`` arguments of this cell, writing to ``out``."""
-        return ["--method", self.method, "--dataset", self.dataset, *self.args, "--out", str(out)]
+    def argv(self, out: str | Path, llm: str | None = None, workers: int | None = None) -> list[str]:
+        """The ``kgqa run`` arguments of this cell, writing to ``out``, with another model (``llm``,
+        :func:`with_llm`) and concurrent questions (``workers``) when given."""
+        return ["--method", self.method, "--dataset", self.dataset, *with_llm(self.args, llm),
+                *(["--workers", str(workers)] if workers and workers > 1 else []), "--out", str(out)]
 
-    def command(self) -> str:
+    def command(self, llm: str | None = None, workers: int | None = None, out: str | None = None) -> str:
         """The command as a shell reads it (``fusic:a>b`` quoted)."""
         import shlex
 
-        return "kgqa run " + " ".join(shlex.quote(a) for a in self.argv(f"results/runs/{self.name}.jsonl"))
+        return "kgqa run " + " ".join(shlex.quote(a) for a in self.argv(out or f"results/runs/{self.name}.jsonl",
+                                                                           llm, workers))
 
 
 class Records:
-    """The saved records of a table, by cell name (read once each; ``[]`` for a cell not run)."""
+    """The saved records of a table and one model (default: :data:`DEFAULT_LLM`'s), by cell name (read
+    once each; ``[]`` for a cell not run). ``folder`` is the table's records folder (its extra files,
+    shared by every model), ``cells_dir`` the model's folder in it."""
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: "Table", model: str | None = None) -> None:
         self.table = table
-        self.folder = table.records_dir
+        self.model = model or default_key()
+        self.folder = table.records_root
+        self.cells_dir = table.model_dir(self.model)
         self._cache: dict[str, list[dict[str, Any]]] = {}
 
     def __call__(self, cell: str) -> list[dict[str, Any]]:
         if cell not in self._cache:
             from ..evaluate.runner import read_records
 
-            self._cache[cell] = read_records(self.folder / f"{cell}.jsonl.gz")
+            self._cache[cell] = read_records(self.cells_dir / f"{cell}.jsonl.gz")
         return self._cache[cell]
 
 
@@ -91,9 +142,29 @@ class Table:
     provenance: str = ""  # which commit/commands made the saved records, when not today's
     extra_files: tuple[str, ...] = field(default=())  # other committed files in the records folder (e.g. ceiling.json)
 
+    metric: str = "hits@1"  # the headline metric of the models section (:func:`models_section`)
+
+    @property
+    def records_root(self) -> Path:
+        """The table's records folder: one sub-folder per model, and the extra files."""
+        return bench_dir() / "runs" / (self.records or self.name)
+
     @property
     def records_dir(self) -> Path:
-        return bench_dir() / "runs" / (self.records or self.name)
+        """The default model's records (the ones a report's main body reads)."""
+        return self.model_dir()
+
+    def model_dir(self, model: str | None = None) -> Path:
+        """The folder of one model's records (``model``: a :func:`model_key`; default: the default model)."""
+        return self.records_root / (model or default_key())
+
+    def models(self) -> list[str]:
+        """The models with saved records, the default model first, then by name."""
+        root = self.records_root
+        found = sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.jsonl.gz"))) \
+            if root.is_dir() else []
+        d = default_key()
+        return ([d] if d in found else []) + [m for m in found if m != d]
 
     @property
     def output_path(self) -> Path:
@@ -105,8 +176,15 @@ class Table:
                 return c
         raise UserError(f"table {self.name} has no cell {name!r}; its cells: {', '.join(c.name for c in self.cells)}")
 
-    def saved(self, cell: Cell) -> Path:
-        return self.records_dir / f"{cell.name}.jsonl.gz"
+    def saved(self, cell: Cell, model: str | None = None) -> Path:
+        return self.model_dir(model) / f"{cell.name}.jsonl.gz"
+
+
+def live_dir(runs: Path | None = None, model: str | None = None) -> Path:
+    """Where ``kgqa bench run`` keeps a model's live run files: ``results/runs/`` for the default model
+    (as the cells' commands say), ``results/runs/<model>/`` for any other."""
+    runs = Path(runs) if runs is not None else runs_dir()
+    return runs if model in (None, default_key()) else runs / model
 
 
 TABLES: dict[str, Table] = {}
@@ -145,14 +223,15 @@ def _model_seconds(r: dict[str, Any]) -> float:
     return r["seconds"] - llm.get("seconds", 0.0) + llm.get("recorded_seconds", llm.get("seconds", 0.0))
 
 
-def cell_status(table: Table, cell: Cell, runs: Path | None = None) -> dict[str, Any]:
-    """Questions present in the saved records (and in a live run file, when ``runs`` is given),
-    against the planned number; per-question costs from the records themselves (``s/q`` wall time,
-    ``model s/q`` without the cache's hits, :func:`_model_seconds`)."""
+def cell_status(table: Table, cell: Cell, runs: Path | None = None, model: str | None = None) -> dict[str, Any]:
+    """Questions present in the saved records of ``model`` (default: the default model; and in a live
+    run file, when ``runs`` is given), against the planned number; per-question costs from the records
+    themselves (``s/q`` wall time, ``model s/q`` without the cache's hits, :func:`_model_seconds`;
+    ``tokens/q`` prompt + generated)."""
     from ..evaluate.runner import read_records
 
-    saved = read_records(table.saved(cell))
-    live = read_records(Path(runs) / f"{cell.name}.jsonl") if runs is not None else []
+    saved = read_records(table.saved(cell, model))
+    live = read_records(live_dir(runs, model) / f"{cell.name}.jsonl") if runs is not None else []
     qids = _qids(saved) | _qids(live)
     recs = live if len(_qids(live)) >= len(_qids(saved)) and live else saved
     n = len(recs)
@@ -160,6 +239,8 @@ def cell_status(table: Table, cell: Cell, runs: Path | None = None) -> dict[str,
             "planned": cell.planned,
             "complete": len(qids) >= cell.planned,
             "calls/q": sum(r["llm"]["calls"] for r in recs) / n if n else None,
+            "tokens/q": sum(r["llm"].get("prompt_tokens", 0) + r["llm"].get("completion_tokens", 0)
+                            for r in recs) / n if n else None,
             "s/q": sum(r["seconds"] for r in recs) / n if n else None,
             "model s/q": sum(_model_seconds(r) for r in recs) / n if n else None}
 
@@ -172,7 +253,7 @@ def _names(rows: list[dict[str, Any]], what: str) -> str:
     return ", ".join(r["cell"] for r in rows) if len(rows) <= 3 else f"{len(rows)} {what} cells"
 
 
-def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
+def estimate(table: Table, runs: Path | None = None, model: str | None = None) -> list[dict[str, Any]]:
     """Per incomplete cell: questions missing, and the LLM calls and hours they should take without
     the LLM cache, from the cell's own records (per-question means of ``model s/q``). A cell with none
     is estimated from peers (``basis`` says which; None when nothing was recorded):
@@ -182,15 +263,27 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
       cells of its method on its own dataset when there are any (prompt sizes are a dataset's), else at
       their own seconds;
     - else the table's cells of its method on its dataset, else of its method, else other tables' cells
-      of its method."""
-    rows = [dict(cell_status(table, c, runs), method=c.method, dataset=c.dataset, config=c.config,
+      of its method.
+
+    For a model other than the default (``model``, a :func:`model_key`), a cell without records of its
+    own takes the default model's records of the same cell: its calls and tokens per question (what a
+    method asks does not depend much on the model) and its seconds (``at_default_rate``: how long the
+    default model took here; another model's time depends on its speed, its server and ``--workers``)."""
+    other = model not in (None, default_key())
+    rows = [dict(cell_status(table, c, runs, model), method=c.method, dataset=c.dataset, config=c.config,
                  optional=bool(c.optional)) for c in table.cells]
+    base_rows = {c.name: cell_status(table, c) for c in table.cells} if other else {}
     out = []
     for row in rows:
         missing = max(0, row["planned"] - row["present"])
         if not missing:
             continue
-        basis, calls, secs = row["cell"], row["calls/q"], row["model s/q"]
+        basis, calls, secs, tokens = row["cell"], row["calls/q"], row["model s/q"], row["tokens/q"]
+        at_default = False
+        if calls is None and other and base_rows[row["cell"]]["calls/q"] is not None:
+            b = base_rows[row["cell"]]
+            basis, calls, secs, tokens, at_default = f"{row['cell']} of {default_key()}", b["calls/q"], b["model s/q"], \
+                b["tokens/q"], True
         if calls is None:
             peers = [r for r in rows if r["method"] == row["method"] and r["calls/q"] is not None]
             same = [r for r in peers if r["dataset"] == row["dataset"]]
@@ -216,7 +309,8 @@ def estimate(table: Table, runs: Path | None = None) -> list[dict[str, Any]]:
                     basis = None
         out.append({"cell": row["cell"], "missing": missing, "basis": basis, "optional": row["optional"],
                     "llm_calls": None if calls is None else calls * missing,
-                    "hours": None if secs is None else secs * missing / 3600})
+                    "tokens": None if tokens is None else tokens * missing,
+                    "hours": None if secs is None else secs * missing / 3600, "at_default_rate": at_default})
     return out
 
 
@@ -235,7 +329,14 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
                   + (" + the cells of unknown cost" if len(known) < len(rows) else ""))
     else:
         total += ", cost unknown (no records to estimate from)"
+    toks = [r["tokens"] for r in known if r.get("tokens") is not None]
+    if toks:
+        total += f", ≈ {sum(toks) / 1e6:.2f} M tokens (prompt + generated)"
     lines.append(total)
+    if any(r.get("at_default_rate") for r in rows):
+        lines.append(f"  hours are the default model's ({default_key()}) on this machine, one question at a time; "
+                     "another model's time depends on its speed, where it is served and --workers "
+                     "(calls and tokens per question carry over)")
     opt = [r for r in rows if r.get("optional")]
     if opt:
         need = [r for r in known if not r.get("optional")]
@@ -248,8 +349,59 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
 
 # ---------------------------------------------------------------- reports
 def render(table: Table) -> str:
-    """The table's report, computed from its saved records only."""
-    return table.report(Records(table))
+    """The table's report, computed from its saved records only: the table's own report of the default
+    model's records, then, when other models have records, :func:`models_section`."""
+    text = table.report(Records(table))
+    others = [m for m in table.models() if m != default_key() and any(table.saved(c, m).exists() for c in table.cells)]
+    return text + models_section(table, others) if others else text
+
+
+def _engine(records: list[dict[str, Any]]) -> str:
+    """How a model was served, from its records (``engine``; older records: unknown)."""
+    engines = sorted({str(r.get("engine")) for r in records if r.get("engine")})
+    return "; ".join(engines) if engines else "not recorded (in-process llama-cpp-python, one request at a time)"
+
+
+def headline(records: list[dict[str, Any]], metric: str) -> str:
+    """The metric a cell reports: ``metric`` when its records carry it, else ROUGE-L (open questions)."""
+    if any(metric in (r.get("metrics") or {}) for r in records):
+        return metric
+    return "rougeL" if any("rougeL" in (r.get("metrics") or {}) for r in records) else metric
+
+
+def models_section(table: Table, others: list[str]) -> str:
+    """Every model with records beside the default one, cell by cell: the table's headline metric
+    (95% bootstrap CI, questions) per model, and each model's paired difference from the default model
+    on the questions both answered (95% paired bootstrap CI). A cell a model has not run reads "not run"."""
+    from ..evaluate.report import ci_cell, format_gain, paired_gain
+
+    d = default_key()
+    base, recs = Records(table), {m: Records(table, m) for m in others}
+    lines = ["", "## Models", "",
+             f"The tables above are the default model's ({d}). Each other model with saved records, cell by cell: "
+             f"{table.metric} in points with a 95% bootstrap CI, and its paired difference from {d} on the "
+             "questions both answered (95% paired bootstrap CI). Answers of two models, or of one model served "
+             "by two engines, differ for reasons beyond the method; read a difference as the pair's, not the "
+             "method's alone.", "",
+             "| model | served by |", "|---|---|",
+             f"| {d} | {_engine([r for c in table.cells for r in base(c.name)])} |"]
+    for m in others:
+        lines.append(f"| {m} | {_engine([r for c in table.cells for r in recs[m](c.name)])} |")
+    lines += ["", "| cell | metric | " + " | ".join([d, *others]) + " | "
+              + " | ".join(f"{m} − {d} (paired)" for m in others) + " |",
+              "|---|---|" + "---|" * (1 + 2 * len(others))]
+    for c in table.cells:
+        if not any(recs[m](c.name) for m in others):
+            continue
+        metric = headline(base(c.name) or next(recs[m](c.name) for m in others if recs[m](c.name)), table.metric)
+        row = [c.name, metric, ci_cell(base(c.name), metric, empty="not run")]
+        row += [ci_cell(recs[m](c.name), metric, empty="not run") for m in others]
+        for m in others:
+            a, b = recs[m](c.name), base(c.name)
+            g = paired_gain(a, b, metric) if a and b else None
+            row.append(f"{format_gain(g)} (n={g[3]})" if g and g[3] else "—")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def write_report(table: Table) -> Path:
@@ -279,28 +431,56 @@ def compare(path: Path, text: str, name: str, source: str) -> str | None:
 
 
 # ---------------------------------------------------------------- saving and restoring records
-def save(table: Table, runs: Path | None = None, cells: list[Cell] | None = None) -> dict[str, int]:
-    """Keep the live run files of ``cells`` (default: all) as saved records, stripped by the table's
-    strip function; returns records saved per file. Cells without a live run file are left alone."""
+MAX_KEPT_ANSWERS = 200  # answers of one prediction kept in a stripped record
+MAX_KEPT_CHARS = 400  # characters of one kept answer or query line
+
+
+def kept_prediction(r: dict[str, Any]) -> list[str]:
+    """What a stripped record keeps of a prediction: the answers the method returned (its own output,
+    not benchmark text), at most :data:`MAX_KEPT_ANSWERS` of at most :data:`MAX_KEPT_CHARS` characters
+    each (a record counts what was cut: ``prediction_cut``), so a reviewer can read a wrong answer
+    and re-score it under another metric (``kgqa bench rescore``)."""
+    return [str(p)[:MAX_KEPT_CHARS] for p in (r.get("prediction") or [])[:MAX_KEPT_ANSWERS]]
+
+
+def prediction_cut(r: dict[str, Any]) -> int:
+    """Answers or characters :func:`kept_prediction` left out (0 for almost every record)."""
+    pred = r.get("prediction") or []
+    return max(0, len(pred) - MAX_KEPT_ANSWERS) + sum(len(str(p)) > MAX_KEPT_CHARS for p in pred[:MAX_KEPT_ANSWERS])
+
+
+def keep_prediction(out: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    """``out`` (a stripped record) with the prediction of ``r`` kept (:func:`kept_prediction`)."""
+    out["prediction"] = kept_prediction(r)
+    cut = prediction_cut(r)
+    if cut:
+        out["prediction_cut"] = cut
+    return out
+
+
+def save(table: Table, runs: Path | None = None, cells: list[Cell] | None = None,
+         model: str | None = None) -> dict[str, int]:
+    """Keep the live run files of ``cells`` (default: all) of ``model`` as saved records, stripped by the
+    table's strip function; returns records saved per file. Cells without a live run file are left alone."""
     from ..evaluate.runner import save_runs
 
-    runs = Path(runs) if runs is not None else runs_dir()
+    runs = live_dir(runs, model)
     paths = [runs / f"{c.name}.jsonl" for c in (cells or table.cells)]
     strip = table.strip
     # records restored from the saved copies (a resumed run on another machine) are stripped already:
     # stripping them again would drop what only the full record could give
     transform = None if strip is None else (lambda r: r if r.get("stripped") else strip(r))
-    return save_runs([p for p in paths if p.exists()], table.records_dir, transform)
+    return save_runs([p for p in paths if p.exists()], table.model_dir(model), transform)
 
 
-def restore(table: Table, runs: Path | None = None) -> dict[str, str]:
-    """Unpack the saved records into ``runs`` (an existing run file is kept: it is newer), so a run
-    of the same command skips the questions already done."""
-    runs = Path(runs) if runs is not None else runs_dir()
+def restore(table: Table, runs: Path | None = None, model: str | None = None) -> dict[str, str]:
+    """Unpack the saved records of ``model`` into its live folder (an existing run file is kept: it is
+    newer), so a run of the same command skips the questions already done."""
+    runs = live_dir(runs, model)
     runs.mkdir(parents=True, exist_ok=True)
     out = {}
     for c in table.cells:
-        g, target = table.saved(c), runs / f"{c.name}.jsonl"
+        g, target = table.saved(c, model), runs / f"{c.name}.jsonl"
         if not g.exists():
             continue
         if target.exists():
@@ -320,7 +500,8 @@ def _count_lines(path: Path) -> int:
 
 
 def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 15.0,
-        echo: Callable[[str], None] = print, cells: list[str] | None = None, procs: int = 1) -> int:
+        echo: Callable[[str], None] = print, cells: list[str] | None = None, procs: int = 1,
+        llm: str | None = None, workers: int | None = None) -> int:
     """Run the missing questions of every incomplete cell with its recorded command (resuming from
     the restored records), saving the stripped records and rewriting the report after every
     ``batch`` new records and at the end. Returns 0, or the first failing run's exit code (no new
@@ -329,12 +510,21 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
     ``procs`` > 1 runs that many cells at once, each ``kgqa run`` with ``cores // procs`` threads for
     the embedded model (``KGQA_LLM_THREADS``): on a CPU, one-thread decoding in two processes gives
     more tokens per second in all than two threads in one (the README's measurement), and cells are
-    independent run files, so results do not depend on it."""
-    runs = Path(runs) if runs is not None else runs_dir()
-    for name, what in restore(table, runs).items():
+    independent run files, so results do not depend on it.
+
+    ``llm`` runs the cells with another model (:func:`with_llm`; its records and live files are its own,
+    :func:`live_dir`), ``workers`` > 1 runs that many questions of a cell at once (an endpoint's
+    concurrency; ``kgqa run --workers``)."""
+    model = model_key(llm) if llm else None
+    if model == default_key():
+        model = None
+    base = Path(runs) if runs is not None else runs_dir()
+    runs = live_dir(base, model)
+    for name, what in restore(table, base, model).items():
         if what == "restored":
-            echo(f"{name}: restored from {table.records_dir.relative_to(results_dir().parent)}")
-    queue = [c for c in table.cells if (cells is None or c.name in cells) and not cell_status(table, c, runs)["complete"]]
+            echo(f"{name}: restored from {table.model_dir(model).relative_to(results_dir().parent)}")
+    queue = [c for c in table.cells
+             if (cells is None or c.name in cells) and not cell_status(table, c, base, model)["complete"]]
     env = None
     if procs > 1:
         from ..llm.chat import default_threads
@@ -347,8 +537,8 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
             while queue and len(active) < max(1, procs) and not failed:
                 c = queue.pop(0)
                 out = runs / f"{c.name}.jsonl"
-                argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *c.argv(out)]
-                echo(f"$ {c.command()}")
+                argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *c.argv(out, llm, workers)]
+                echo(f"$ {c.command(llm, workers, str(out) if model else None)}")
                 proc = subprocess.Popen(argv) if env is None else subprocess.Popen(argv, env=env)
                 active[c.name] = [c, proc, out, _count_lines(out)]
             if not active:
@@ -360,7 +550,7 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
                     code = None
                 lines = _count_lines(out)
                 if code is not None or lines - saved_at >= batch:
-                    save(table, runs, [c])
+                    save(table, base, [c], model)
                     write_report(table)
                     active[name][3] = lines
                 if code is not None:
@@ -372,16 +562,17 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
         for c, proc, _, _ in active.values():
             proc.terminate()
             proc.wait()
-            save(table, runs, [c])
+            save(table, base, [c], model)
         write_report(table)
         raise
     return failed
 
 
-def completeness(table: Table, runs: Path | None = None) -> dict[str, Any]:
-    """How far a table is: its cells (``rows``: :func:`cell_status` each), the complete ones, the questions
-    present of those planned, and the same for the cells its acceptance needs (``Cell.optional`` ones out)."""
-    rows = [cell_status(table, c, runs) for c in table.cells]
+def completeness(table: Table, runs: Path | None = None, model: str | None = None) -> dict[str, Any]:
+    """How far a table is for one model (default: the default model): its cells (``rows``: :func:`cell_status`
+    each), the complete ones, the questions present of those planned, and the same for the cells its
+    acceptance needs (``Cell.optional`` ones out)."""
+    rows = [cell_status(table, c, runs, model) for c in table.cells]
     needed = [r for r, c in zip(rows, table.cells) if not c.optional]
     return {"rows": rows, "cells": len(rows), "complete": sum(r["complete"] for r in rows),
             "questions": sum(min(r["present"], r["planned"]) for r in rows), "planned": sum(r["planned"] for r in rows),
@@ -396,21 +587,28 @@ def completeness_line(table: Table, runs: Path | None = None, k: dict[str, Any] 
             + (f" (cells the table needs: {k['needed complete']}/{k['needed']} complete)" if k["needed"] < k["cells"] else ""))
 
 
-def status_table(table: Table, runs: Path | None = None) -> list[str]:
-    """Lines of ``kgqa bench list`` for one table."""
-    k = completeness(table, runs)
-    rows = k["rows"]
-    lines = [f"{table.name}: {table.title} → results/bench/{table.output}",
-             f"  {completeness_line(table, k=k)}" + (f"; {table.source}" if table.source else "")]
+def status_table(table: Table, runs: Path | None = None, models: list[str] | None = None) -> list[str]:
+    """Lines of ``kgqa bench list`` for one table: per model with records (or named in ``models``), its
+    completeness; the cells of the default model always, of another model those it has begun."""
+    d = default_key()
+    shown = [d] + [m for m in dict.fromkeys([*table.models(), *(models or [])]) if m != d]
+    lines = [f"{table.name}: {table.title} → results/bench/{table.output}"
+             + (f"; {table.source}" if table.source else "")]
     if table.provenance:
-        lines.append(f"  records: {table.provenance}")
-    w = max(len(r["cell"]) for r in rows)
-    for r, c in zip(rows, table.cells):
-        mark = "✓" if r["complete"] else " "
-        cost = "" if r["s/q"] is None else f"  {r['calls/q']:.2f} calls/q, {r['s/q']:.1f} s/q"
-        live = f"  ({r['present'] - r['saved']} more in results/runs/, not saved yet)" if r["present"] > r["saved"] else ""
-        opt = f"  optional: {c.optional}" if c.optional else ""
-        lines.append(f"  {mark} {r['cell']:<{w}}  {r['present']:>4}/{r['planned']:<4}{cost}{live}{opt}")
+        lines.append(f"  records of {d}: {table.provenance}")
+    w = max(len(c.name) for c in table.cells)
+    for m in shown:
+        k = completeness(table, runs, m)
+        lines.append(f"  model {m}: {completeness_line(table, k=k)}")
+        where = "results/runs/" if m == d else f"results/runs/{m}/"
+        for r, c in zip(k["rows"], table.cells):
+            if m != d and not r["present"]:
+                continue
+            mark = "✓" if r["complete"] else " "
+            cost = "" if r["s/q"] is None else f"  {r['calls/q']:.2f} calls/q, {r['s/q']:.1f} s/q"
+            live = f"  ({r['present'] - r['saved']} more in {where}, not saved yet)" if r["present"] > r["saved"] else ""
+            opt = f"  optional: {c.optional}" if c.optional else ""
+            lines.append(f"    {mark} {r['cell']:<{w}}  {r['present']:>4}/{r['planned']:<4}{cost}{live}{opt}")
     return lines
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from ..evaluate.report import format_gain, paired_gain, summarize
 from ..kg.grailqa_fragment import PAPER_TECH_DOMAINS, TECH_DOMAINS
 from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline, summary_of
-from .core import Cell, Records, Table, register
+from .core import MAX_KEPT_CHARS, Cell, Records, Table, keep_prediction, register
 
 # ---------------------------------------------------------------- the cells
 # pair: (transfer task, dataset spec, planned questions, further `kgqa run` arguments, label)
@@ -417,12 +417,14 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     if r.get("method") in ("kbbinder", "io", "langchain_sparql"):
         return strip_baseline(r)
     out = {k: r[k] for k in KEEP if k in r}
-    out["prediction"] = ["(answered)"] if r.get("prediction") else []
+    keep_prediction(out, r)
     out["stripped"] = True
     out["stages"] = _stage(r, "calls_by_stage")
     attempts = _stage(r, "generate_and_execute") or []
     out["attempts"] = [{"status": a.get("status"), "rows": a.get("rows"), "seconds": a.get("seconds"),
-                        "repeat": i > 0 and _same_query(attempts[i - 1], a)} for i, a in enumerate(attempts)]
+                        "repeat": i > 0 and _same_query(attempts[i - 1], a),
+                        "query": (a.get("query") or "")[:4 * MAX_KEPT_CHARS]}  # the SPARQL the method wrote
+                       for i, a in enumerate(attempts)]
     out["rerank"] = [{"retriever": s["output"].get("retriever"), "aspect": s["output"].get("aspect"),
                       "called": s["output"].get("called"), "error": s["output"].get("error"),
                       "n": len(s["output"].get("items") or [])}

@@ -26,12 +26,12 @@ from ..evaluate.diagnostics import decomposition_of
 from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
 from ..methods.keqing import KeqingSettings
-from .core import Cell, Records, Table, read_json, register, write_json
+from .core import Cell, Records, Table, keep_prediction, read_json, register, write_json
 
 PAPER = {1: 98.4, 2: 99.9, 3: 99.6}  # Keqing-LLaMA (Ours), LoRA-fine-tuned LLaMA-7B (paper, Table 2; no split named)
 HOPS = (1, 2, 3)
 SAMPLE = 200
-KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "config_hash", "config",
+KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "engine", "config_hash", "config",
         "diagnostics")
 CEILING_FILE = "ceiling.json"
 REASON_MAX = KeqingSettings().reason_max  # facts one selection call may show (the default every cell runs with)
@@ -49,7 +49,7 @@ def strip(r: dict) -> dict:
     check, dec = stage(r, "decomposition_check"), stage(r, "decompose")
     out["trace"] = ([{"name": "decomposition_check", "output": check}] if check else []) + \
                    ([{"name": "decompose", "output": {"error": dec.get("error")}}] if dec else [])
-    out["prediction"] = ["(answered)"] if r.get("prediction") else []
+    keep_prediction(out, r)
     out["stripped"] = True
     return out
 

@@ -123,7 +123,8 @@ def pruning_sweep(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5,
 # The benchmark's saved runs, split into dev and test
 # ---------------------------------------------------------------------------------------------
 def committed_records(part: str, run: str) -> list[dict[str, Any]]:
-    """The saved copy of a benchmark run, ``results/bench/runs/pgakv_t2/t2_<part>.<run>.jsonl.gz``."""
+    """The saved copy of a benchmark run of the default model,
+    ``results/bench/runs/pgakv_t2/<model>/t2_<part>.<run>.jsonl.gz``."""
     return _committed(part, run)
 
 
@@ -132,7 +133,10 @@ def _committed(part: str, run: str) -> list[dict[str, Any]]:
     from ..paths import results_dir
     from .runner import read_records
 
-    return read_records(results_dir() / "bench" / "runs" / "pgakv_t2" / f"t2_{part}.{run}.jsonl.gz")
+    from ..llm.chat import llm_model_id, model_slug
+
+    folder = results_dir() / "bench" / "runs" / "pgakv_t2" / model_slug(llm_model_id("local"))
+    return read_records(folder / f"t2_{part}.{run}.jsonl.gz")
 
 
 def split_qids(part: str) -> tuple[set[str], set[str]]:

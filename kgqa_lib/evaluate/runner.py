@@ -515,7 +515,7 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
             "dataset": dataset.name, "qid": q.qid, "question": q.question, "gold": q.answers,
             "kind": q.kind, "question_hash": _question_hash(q), "prediction": result.answers, "response": result.response,
             "metrics": metrics, "error": result.error, "trace": trace,
-            **acct, "method": method, "model_id": ctx.llm.model_id,
+            **acct, "method": method, "model_id": ctx.llm.model_id, "engine": getattr(ctx.llm, "engine", None),
             "config_hash": chash, "config": config,
         }
         diagnostics = diagnose(method, q, trace, _unmetered(ctx.kg))  # the gold read here, after the method

@@ -463,6 +463,15 @@ def _inode(path: Path) -> int | None:
         return None
 
 
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _slug(s: str) -> str:
     """A file name for a model id (``openai:m@http://host:8000/v1`` → ``openai_m_http___host_8000_v1``);
     a very long id (a long endpoint URL) is shortened, with a hash of the whole id to keep it unique."""
@@ -758,6 +767,9 @@ class LocalBackend:
             raise UsageError(f"prefix_cache expects a whole number ≥ 0 and prefix_cache_min one ≥ 1, got "
                              f"{self.prefix_cache} and {self.prefix_cache_min}")
         self._states = PrefixStateCache(self.prefix_cache, self.prefix_cache_min) if self.prefix_cache else None
+        self.engine = (f"llama-cpp-python {_dist_version('llama_cpp_python')} in-process, one request at a time "
+                       f"({self.n_threads} thread(s), batch {self.n_batch}"
+                       + (f", prefix cache {self.prefix_cache}" if self.prefix_cache else "") + ")")
         self.stats: dict[str, Any] = {
             "calls": 0, "prompt_tokens": 0, "evaluated": 0, "reused": 0, "reused_from_states": 0,
             "state_loads": 0, "state_saves": 0, "states": 0, "state_bytes": 0, "state_seconds": 0.0}
@@ -1013,6 +1025,7 @@ class OpenAIBackend:
         self.model_id = openai_model_id(self.model, base_url)  # the endpoint is part of the cache key
         api_key = openai_api_key(base_url, api_key)
         self.limiter = limiter = rate_limiter(self.model_id, rpm, tpm)
+        self.engine = f"OpenAI-compatible endpoint {endpoint_id(base_url or OPENAI_DEFAULT_BASE_URL)}"
 
         def before(request: Any) -> None:
             if request.method == "POST":
@@ -1210,6 +1223,12 @@ class LLM:
             raise ValueError(f"LLM mode must be one of {MODES}, got {self.mode!r}")
         self._usage_lock = threading.Lock()
 
+    @property
+    def engine(self) -> str:
+        """How the model is served (run records keep it beside the model id; not part of cache keys)."""
+        return getattr(self.backend, "engine", None) or ("recorded answers only (replay)" if self.backend is None
+                                                         else type(self.backend).__name__)
+
     def request(self, messages: Messages, *, system: str | None = None, temperature: float = 0.0,
                 top_p: float = 1.0, max_tokens: int | None = None, stop: Iterable[str] = (),
                 seed: int = 0, sample_index: int = 0) -> ChatRequest:
@@ -1298,12 +1317,47 @@ def check_llm(name: str | None = None, mode: str | None = None, *, base_url: str
     if kind == "local":
         from . import models
 
-        models.get_spec(model or "default")
+        try:
+            models.get_spec(model or "default")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     elif kind == "openai":
+        model, url = split_endpoint(model)
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise UsageError(f"the endpoint in the LLM name {name!r} is not an http(s) URL: write "
+                             "openai:MODEL@http://host:port/v1")
         if mode != "replay":  # replay needs no key
-            openai_api_key(base_url, api_key)
+            openai_api_key(url or base_url, api_key)
     else:
-        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>' or 'openai:<model>'")
+        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>', 'openai:<model>' or "
+                         "'openai:<model>@http://host:port/v1'")
+
+
+def split_endpoint(model: str) -> tuple[str, str | None]:
+    """``"NAME@http://host:8000/v1"`` → ``("NAME", "http://host:8000/v1")``; no ``@``: ``(model, None)``."""
+    head, sep, url = model.partition("@")
+    return (head, url) if sep else (model, None)
+
+
+def llm_model_id(name: str | None = None, *, base_url: str | None = None) -> str:
+    """The model id an LLM name resolves to, without loading or calling anything: ``local`` →
+    ``qwen2.5-coder-1.5b-instruct-q4_k_m``, ``openai:m@http://h:8000/v1`` → ``openai:m@http://h:8000/v1``.
+    (Options after ``?`` never change it.)"""
+    name = name or os.environ.get("KGQA_LLM") or "local"
+    check_llm(name, "replay", base_url=base_url)
+    base, _ = split_llm_name(name)
+    kind, _, model = base.partition(":")
+    if kind == "local":
+        from . import models
+
+        return models.get_spec(model or "default").model_id
+    model, url = split_endpoint(model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini")
+    return openai_model_id(model, url or base_url or os.environ.get("KGQA_LLM_BASE_URL"))
+
+
+def model_slug(model_id: str) -> str:
+    """A folder name for a model id (:func:`_slug`)."""
+    return _slug(model_id)
 
 
 def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCache | None = None,
@@ -1331,7 +1385,8 @@ def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCach
         backend = LocalBackend(model or "default", **{**options, **backend_kwargs})
         return LLM(backend, backend.model_id, cache, mode)
     # "openai" (check_llm refused any other kind)
-    model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
+    model, url = split_endpoint(model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini")
+    base_url = url or base_url
     if mode == "replay":
         return LLM(None, openai_model_id(model, base_url or os.environ.get("KGQA_LLM_BASE_URL")), cache, mode)
     backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **{**options, **backend_kwargs})

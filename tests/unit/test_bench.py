@@ -50,16 +50,23 @@ def test_the_stored_ceiling_is_what_the_kb_gives(data_dir_or_skip, tmp_cache):
 
 
 def test_saved_records_belong_to_declared_cells():
-    """Every saved record file is a cell of its table (a stray file would be neither reported nor run)."""
-    folders = {}
+    """Every saved record file is a cell of its table, in a folder of a model the project can name (a
+    stray file would be neither reported nor run); a table's folder holds only model folders and its
+    extra files."""
+    cells, extra = {}, {}
     for t in bench.tables():
-        folders.setdefault(t.records_dir, set()).update(f"{c.name}.jsonl.gz" for c in t.cells)
-        folders[t.records_dir].update(t.extra_files)
+        cells.setdefault(t.records_root, set()).update(f"{c.name}.jsonl.gz" for c in t.cells)
+        extra.setdefault(t.records_root, set()).update(t.extra_files)
         assert len({c.name for c in t.cells}) == len(t.cells), t.name
     for folder in (repo_root() / "results" / "bench" / "runs").iterdir():
-        assert folder in folders, f"{folder.name}: no benchmark table keeps its records there"
-        stray = {p.name for p in folder.iterdir()} - folders[folder]
-        assert not stray, f"{folder.name}: {sorted(stray)} belong to no cell"
+        assert folder in cells, f"{folder.name}: no benchmark table keeps its records there"
+        for p in folder.iterdir():
+            if p.is_dir():  # one model's records
+                stray = {x.name for x in p.iterdir()} - cells[folder]
+                assert not stray, f"{folder.name}/{p.name}: {sorted(stray)} belong to no cell"
+            else:
+                assert p.name in extra[folder], f"{folder.name}: {p.name} is neither a model folder nor an extra file"
+    assert all(t.records_dir.parent == t.records_root for t in bench.tables())
 
 
 def test_the_recorded_commands_made_the_records():
@@ -371,3 +378,87 @@ def test_keqing_report_names_why_the_four_stages_lose_a_question():
 
     [row] = [line for line in bench_keqing._disagreements({2: full}, Dec()) if line.startswith("| 2 ")]
     assert row.startswith("| 2 | 6 | 4 | 1 |") and "r1 4" in row
+
+
+# ---------------------------------------------------------------- the model as an axis of every table
+def test_model_keys_and_the_llm_swap():
+    assert core.model_key("local") == core.default_key() == "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    assert core.model_key("local:qwen2.5-0.5b") == "qwen2.5-0.5b-instruct-q4"
+    assert core.model_key("openai:m@http://127.0.0.1:8000/v1") == "openai_m_http___127.0.0.1_8000_v1"
+    assert core.swap_llm("local?prefix_cache=8", "local:qwen2.5-0.5b") == "local:qwen2.5-0.5b?prefix_cache=8"
+    assert core.swap_llm("local?prefix_cache=8", "openai:m@http://h:1/v1") == "openai:m@http://h:1/v1"
+    assert core.swap_llm("local?prefix_cache=8", "local:qwen2.5-0.5b?threads=1") == "local:qwen2.5-0.5b?threads=1"
+    cell = core.Cell("x", "io", "tiny:films", 3, ("--llm", "local", "--no-transcripts"))
+    argv = cell.argv("o.jsonl", "local:qwen2.5-0.5b", workers=4)
+    assert argv[argv.index("--llm") + 1] == "local:qwen2.5-0.5b" and argv[argv.index("--workers") + 1] == "4"
+    assert cell.argv("o.jsonl") == ["--method", "io", "--dataset", "tiny:films", "--llm", "local", "--no-transcripts",
+                                    "--out", "o.jsonl"]
+    from kgqa_lib.errors import UsageError
+
+    for bad in ("nonsense", "local:nonsense", "openai:m@ftp://h"):
+        with pytest.raises(UsageError):
+            core.model_key(bad)
+
+
+def _model_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
+    cells = (core.Cell("m_a", "io", "tiny:films", 3, ("--llm", "local")), core.Cell("m_b", "io", "tiny:films", 3, ("--llm", "local")))
+    return core.Table(name="fake_m", title="fake", cells=cells, report=lambda rs: f"n={len(rs('m_a'))}\n",
+                      output="fake_m.md")
+
+
+def _write(folder, cell, hits):
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / f"{cell}.jsonl.gz", "wt", encoding="utf-8") as fh:
+        for i, h in enumerate(hits):
+            fh.write(json.dumps({"qid": f"q{i}", "metrics": {"hits@1": h}, "seconds": 2.0, "engine": "test engine",
+                                "llm": {"calls": 1, "prompt_tokens": 10, "completion_tokens": 5, "seconds": 1.0,
+                                        "recorded_seconds": 1.0, "cache_hits": 0}}) + "\n")
+
+
+def test_records_per_model_and_the_models_section(tmp_path, monkeypatch):
+    """Each model's records live in their own folder; the report's main body reads the default model's,
+    and a models section (only when another model has records) shows every model per cell with the
+    paired difference on the questions both answered."""
+    t = _model_table(tmp_path, monkeypatch)
+    _write(t.model_dir(), "m_a", [1, 1, 0])
+    only_default = core.render(t)
+    assert only_default == "n=3\n" and t.models() == [core.default_key()]
+    small = core.model_key("local:qwen2.5-0.5b")
+    _write(t.model_dir(small), "m_a", [0, 1])
+    assert t.models() == [core.default_key(), small]
+    text = core.render(t)
+    assert text.startswith("n=3\n") and "## Models" in text and "test engine" in text
+    row = next(line for line in text.splitlines() if line.startswith("| m_a |"))
+    assert "66.7" in row and "50.0" in row and "-50.0" in row and "(n=2)" in row  # paired on q0, q1: (0-1 + 1-1)/2
+    assert "| m_b |" not in text  # no other model ran it
+    assert core.cell_status(t, t.cells[0], model=small)["present"] == 2
+    listing = "\n".join(core.status_table(t))
+    assert f"model {small}: 0/2 cells complete, 2/6 questions" in listing
+
+
+def test_estimate_for_another_model_uses_the_default_models_calls_and_tokens(tmp_path, monkeypatch):
+    t = _model_table(tmp_path, monkeypatch)
+    _write(t.model_dir(), "m_a", [1, 1, 1])
+    small = core.model_key("local:qwen2.5-0.5b")
+    rows = core.estimate(t, model=small)
+    a = next(r for r in rows if r["cell"] == "m_a")
+    assert a["missing"] == 3 and a["llm_calls"] == 3 and a["tokens"] == 45 and a["at_default_rate"]
+    text = core.format_estimate(rows)
+    assert "depends on its speed" in text and "M tokens" in text
+
+
+def test_bench_run_with_another_model_estimates_and_refuses_unknown_models(tmp_path, monkeypatch, capsys):
+    from kgqa_lib.cli import main
+
+    before = sorted(p for p in (repo_root() / "results").rglob("*"))
+    assert main(["bench", "run", "keqing_full", "--llm", "local:qwen2.5-0.5b"]) == 0
+    out = capsys.readouterr().out
+    assert "qwen2.5-0.5b-instruct-q4" in out and "nothing was run" in out and "--llm local:qwen2.5-0.5b" in out
+    k = core.completeness(bench.get_table("keqing_full"), model="qwen2.5-0.5b-instruct-q4")
+    if any(r["present"] == 0 for r in k["rows"]):  # costs from the 1.5B's records of the same cells
+        assert "LLM calls" in out and "depends on its speed" in out
+    assert sorted(p for p in (repo_root() / "results").rglob("*")) == before  # an estimate writes nothing
+    assert main(["bench", "run", "keqing_full", "--llm", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1

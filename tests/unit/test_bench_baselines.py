@@ -16,7 +16,7 @@ def test_strip_keeps_tog_counts_and_drops_text():
     r = _tog_record("q1", "beam_empty", "own_knowledge", [(True, [0.0, 0.0]), (True, [0.0, 0.4]), (False, [1.0]),
                                                           (True, [0.25, 0.25])])
     s = baselines.strip(r)
-    assert "question" not in s and s["prediction"] == ["(answered)"] and s["stripped"]
+    assert "question" not in s and s["prediction"] == ["x"] and s["stripped"] and "gold" not in s
     assert s["summary"]["tog_scorings"] == {"called": 3, "all_zero": 1, "all_equal": 1}
     assert s["summary"]["tog"]["stopped"] == "beam_empty"
     assert all(set(t) == {"name", "seconds"} for t in s["trace"])

@@ -68,7 +68,7 @@ def test_only_given_keys_are_kept_so_the_config_hash_is_unchanged():
 
 
 def _committed_configs():
-    for f in sorted((repo_root() / "results" / "bench" / "runs").glob("*/*.jsonl.gz")):
+    for f in sorted((repo_root() / "results" / "bench" / "runs").glob("*/*/*.jsonl.gz")):
         with gzip.open(f, "rt", encoding="utf-8") as fh:
             for line in fh:
                 yield f.name, json.loads(line)["config"]
