@@ -386,6 +386,89 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.run(table, batch=args.batch, cells=cells, procs=args.procs, llm=llm, workers=args.workers)
 
 
+def cmd_bench_show(args: argparse.Namespace) -> int:
+    """``kgqa bench show TABLE CELL [QID…] [--wrong] [--limit N] [--llm MODEL]``: saved records of one cell,
+    each with its question and gold answers from the dataset files (:func:`kgqa_lib.bench.inspect.show`)."""
+    from .bench import inspect
+
+    # QIDs after an option (`show T C --llm M QID`) are what argparse could not place (main: table_options)
+    late = list(getattr(args, "table_options", None) or [])
+    if any(a.startswith("-") for a in late):
+        raise UsageError(f"unrecognized arguments: {' '.join(late)} (see `kgqa bench show --help`)")
+    d = inspect.show(args.table, args.cell, [*args.qids, *late], llm=args.llm, wrong=args.wrong, limit=args.limit)
+    print(f"{d['table']} / {d['cell']}: {d['method']} on {d['dataset']}, model {d['model']}; {d['selected']}")
+    print(f"command: {d['command']}")
+    if d["data"]:
+        print(d["data"])
+    for row in d["rows"]:
+        print(f"\n[{row['qid']}]")
+        if row["question"] is not None:
+            where = "" if row["joined_from"] == "dataset" else " (from the record)" if row["in_dataset"] else \
+                " (from the record; the dataset has no such qid today)"
+            print(f"  question:   {row['question']}{where}")
+            print(f"  gold:       {' | '.join(map(str, row['gold'] or [])) or '(none)'}")
+        elif not row["in_dataset"]:
+            print("  question and gold answers: the dataset has no such qid (its questions changed since the run)")
+        if row["gold_changed"]:
+            print("  note:       the gold answers the record was scored on differ from the dataset's today")
+        pred = row["prediction"]
+        print("  prediction: " + (inspect.NOT_KEPT_NOTE if pred is None else " | ".join(map(str, pred))
+                                  or "(none: the method returned no answer)")
+              + (f" ({row['prediction_cut']} answers or characters cut when saved)" if row["prediction_cut"] else ""))
+        print("  metrics:    " + ", ".join(f"{k} {v:.3g}" for k, v in row["metrics"].items()))
+        if row["error"]:
+            print(f"  error:      {row['error']}")
+        for label, value in row["outputs"]:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            print(f"  {label}: {text}")
+        print(f"  cost:       {row['cost']}")
+    return 0
+
+
+def cmd_bench_rescore(args: argparse.Namespace) -> int:
+    """``kgqa bench rescore TABLE --metric M [--cells CELL…] [--llm MODEL]``: a metric recomputed from the
+    records' kept predictions against the dataset files' gold (:func:`kgqa_lib.bench.inspect.rescore`)."""
+    from .bench import inspect
+
+    d = inspect.rescore(args.table, args.metric, llm=args.llm, cells=args.cells)
+    same = f" (= {d['key']})" if d["key"] != d["metric"] else ""
+    print(f"{d['table']}, model {d['model']}: {d['metric']}{same} re-scored from each record's kept prediction "
+          "against the gold answers of the dataset files; points, 95% bootstrap CI; `stored`: the records' own "
+          "value on the same questions")
+    done = [r for r in d["rows"] if r["status"] == "rescored"]
+    w = max([len(r["cell"]) for r in d["rows"]] + [4])
+    if done:
+        print(f"{'cell':<{w}}  {'n':>5}  {'re-scored':<20}  {'stored':>6}  {'≠ stored':>8}  not re-scored")
+    for r in d["rows"]:
+        if r["status"] == "not applicable":
+            print(f"{r['cell']:<{w}}  not applicable: its questions are {'/'.join(r['kinds'])}, "
+                  + (f"{d['metric']} is for factoid questions (open ones: --metric rouge_l)" if "open" in r["kinds"]
+                     else f"{d['metric']} is for open questions (factoid ones: e.g. --metric hits@1)"))
+        if r["status"] != "rescored":
+            continue
+        ci = f"{100 * r['mean']:.1f} [{100 * r['low']:.1f}, {100 * r['high']:.1f}]" if r["n"] else "—"
+        stored = "—" if r["stored"] is None else f"{100 * r['stored']:.1f}"
+        why = [f"{r[k]} {label}" for k, label in (("not_kept", "prediction not kept (older records)"),
+                                                  ("cut", "prediction cut when saved"),
+                                                  ("no_response", "open question, response not kept"),
+                                                  ("missing", "qid no longer in the dataset"),
+                                                  ("other_kind", "question of the other kind")) if r[k]]
+        skipped = sum(r[k] for k in ("not_kept", "cut", "no_response", "missing", "other_kind"))
+        note = f"{skipped}" + (f" ({', '.join(why)})" if why else "")
+        if skipped and r["stored_all"] is not None:
+            note += f"; stored mean of all {r['stored_n']} records {100 * r['stored_all']:.1f}"
+        if r["gold_changed"]:
+            note += f"; {r['gold_changed']} scored on gold answers that changed since"
+        print(f"{r['cell']:<{w}}  {r['n']:>5}  {ci:<20}  {stored:>6}  {r['differ']:>8}  {note}")
+    for status, what in (("not run", "not run (no saved records)"),
+                         ("not kept", "cannot be re-scored: predictions not kept (older records; re-run the cells "
+                                      "to keep them)")):
+        names = [r["cell"] for r in d["rows"] if r["status"] == status]
+        if names:
+            print(f"{what}: {', '.join(names)}")
+    return 0
+
+
 def _bench_cells(table, names: list[str] | None) -> list[str] | None:
     """``--cells``: the named cells of ``table`` (None: all); an unknown name is a usage error."""
     if not names:
@@ -523,7 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--index", type=_int_at_least(0), default=None, metavar="K",
                     help="run only combination K of the grid (see --list; e.g. $SLURM_ARRAY_TASK_ID)")
     rp.set_defaults(fn=cmd_reproduce)
-    b = sub.add_parser("bench", help="benchmark tables: list their completeness, regenerate reports, run what is missing")
+    b = sub.add_parser("bench", help="benchmark tables: list their completeness, regenerate reports, run what is missing, "
+                       "show and re-score saved records")
     bsub = b.add_subparsers(dest="action", required=True)
     bl = bsub.add_parser("list", help="tables, planned sizes and completeness per cell")
     bl.add_argument("tables", nargs="*", help="table names (default: all)")
@@ -558,6 +642,24 @@ def build_parser() -> argparse.ArgumentParser:
     bu.set_defaults(table_options=[])  # a measurement table's own options: what the parser did not know (main)
     for sp in (b, bl, br, bu):
         sp.set_defaults(fn=cmd_bench)
+    bs = bsub.add_parser("show", help="saved records of a cell, question by question: prediction, metrics, the "
+                         "method's outputs, and the question and gold answers from KGQA_DATA_DIR")
+    bs.add_argument("table")
+    bs.add_argument("cell", help="a cell of the table (names as `kgqa bench list TABLE` shows them)")
+    bs.add_argument("qids", nargs="*", metavar="QID", help="questions to show (default: the first --limit records)")
+    bs.add_argument("--wrong", action="store_true", help="the first --limit records with hits@1 = 0 or F1 < 1")
+    bs.add_argument("--limit", type=_positive_int, default=5, help="records shown without QIDs (default 5)")
+    bs.add_argument("--llm", default=None, help="the model's records (a model name, or its folder as `kgqa bench "
+                    "list` shows it; default: the default model)")
+    bs.set_defaults(fn=cmd_bench_show, table_options=[])  # (QIDs given after an option land there: cmd_bench_show)
+    bc = bsub.add_parser("rescore", help="re-score a table's saved records with a metric, from their kept "
+                         "predictions and the gold answers in KGQA_DATA_DIR")
+    bc.add_argument("table")
+    bc.add_argument("--metric", required=True, help="hits@1 | any_hit | exact_set | f1 | precision | recall | "
+                    "lenient | rouge_l (open questions)")
+    bc.add_argument("--cells", nargs="+", metavar="CELL", default=None, help="only these cells (default: all)")
+    bc.add_argument("--llm", default=None, help="the model's records (as for show)")
+    bc.set_defaults(fn=cmd_bench_rescore)
     return p
 
 

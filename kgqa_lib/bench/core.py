@@ -366,17 +366,39 @@ def headline(records: list[dict[str, Any]], metric: str) -> str:
     """The metric a cell reports: ``metric`` when its records carry it, else ROUGE-L (open questions)."""
     if any(metric in (r.get("metrics") or {}) for r in records):
         return metric
-    return "rougeL" if any("rougeL" in (r.get("metrics") or {}) for r in records) else metric
+    return "rouge_l" if any("rouge_l" in (r.get("metrics") or {}) for r in records) else metric
 
 
-def models_section(table: Table, others: list[str]) -> str:
-    """Every model with records beside the default one, cell by cell: the table's headline metric
-    (95% bootstrap CI, questions) per model, and each model's paired difference from the default model
-    on the questions both answered (95% paired bootstrap CI). A cell a model has not run reads "not run"."""
+def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
+    """The model axis of a table as data: per cell that any of ``others`` has run, the headline metric of
+    the default model and of each other model (``mean [lo, hi] (n=…)`` in points, or "not run") and each
+    other model's paired difference from the default model on the questions both answered."""
     from ..evaluate.report import ci_cell, format_gain, paired_gain
 
     d = default_key()
     base, recs = Records(table), {m: Records(table, m) for m in others}
+    rows = []
+    for c in table.cells:
+        if not any(recs[m](c.name) for m in others):
+            continue
+        metric = headline(base(c.name) or next(recs[m](c.name) for m in others if recs[m](c.name)), table.metric)
+        row: dict[str, Any] = {"table": table.name, "cell": c.name, "metric": metric,
+                               d: ci_cell(base(c.name), metric, empty="not run")}
+        for m in others:
+            row[m] = ci_cell(recs[m](c.name), metric, empty="not run")
+        for m in others:
+            a, b = recs[m](c.name), base(c.name)
+            g = paired_gain(a, b, metric) if a and b else None
+            row[f"{m} − {d} (paired)"] = f"{format_gain(g)} (n={g[3]})" if g and g[3] else "—"
+        rows.append(row)
+    return rows
+
+
+def models_section(table: Table, others: list[str]) -> str:
+    """Every model with records beside the default one, cell by cell (:func:`models_rows`), with how each
+    model was served, as the Markdown section every report ends with when another model has records."""
+    d = default_key()
+    base = Records(table)
     lines = ["", "## Models", "",
              f"The tables above are the default model's ({d}). Each other model with saved records, cell by cell: "
              f"{table.metric} in points with a 95% bootstrap CI, and its paired difference from {d} on the "
@@ -386,22 +408,30 @@ def models_section(table: Table, others: list[str]) -> str:
              "| model | served by |", "|---|---|",
              f"| {d} | {_engine([r for c in table.cells for r in base(c.name)])} |"]
     for m in others:
-        lines.append(f"| {m} | {_engine([r for c in table.cells for r in recs[m](c.name)])} |")
-    lines += ["", "| cell | metric | " + " | ".join([d, *others]) + " | "
-              + " | ".join(f"{m} − {d} (paired)" for m in others) + " |",
-              "|---|---|" + "---|" * (1 + 2 * len(others))]
-    for c in table.cells:
-        if not any(recs[m](c.name) for m in others):
-            continue
-        metric = headline(base(c.name) or next(recs[m](c.name) for m in others if recs[m](c.name)), table.metric)
-        row = [c.name, metric, ci_cell(base(c.name), metric, empty="not run")]
-        row += [ci_cell(recs[m](c.name), metric, empty="not run") for m in others]
-        for m in others:
-            a, b = recs[m](c.name), base(c.name)
-            g = paired_gain(a, b, metric) if a and b else None
-            row.append(f"{format_gain(g)} (n={g[3]})" if g and g[3] else "—")
-        lines.append("| " + " | ".join(row) + " |")
+        lines.append(f"| {m} | {_engine([r for c in table.cells for r in Records(table, m)(c.name)])} |")
+    rows = models_rows(table, others)
+    cols = ["cell", "metric", d, *others, *(f"{m} − {d} (paired)" for m in others)]
+    lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[k]) for k in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def models_frame(names: list[str] | None = None, models: list[str] | None = None):
+    """The model axis of several tables as one DataFrame (for notebooks): a row per cell that a model
+    other than the default has records for, a column per model (``models``: model keys or LLM names
+    shown even without records, reading "not run"), and the paired differences."""
+    import pandas as pd
+
+    chosen = [model_key(m) if (":" in m or m == DEFAULT_LLM) else m for m in (models or [])]
+    rows = []
+    for t in tables(names):
+        others = [m for m in dict.fromkeys([*t.models(), *chosen]) if m != default_key()]
+        rows += models_rows(t, others) if others else []
+        for m in chosen:
+            if m != default_key() and not any(t.saved(c, m).exists() for c in t.cells):
+                rows.append({"table": t.name, "cell": "(every cell)", "metric": t.metric, m: "not run"})
+    frame = pd.DataFrame(rows)
+    return frame.fillna("") if not frame.empty else pd.DataFrame(columns=["table", "cell", "metric", default_key()])
 
 
 def write_report(table: Table) -> Path:

@@ -326,6 +326,12 @@ class EmbeddedKG(KGBase):
                     return out
         return out
 
+    def all_triples(self) -> list[Triple]:
+        """Every triple of the KG, label/description triples excluded, in the store's order (PG&AKV's
+        semantic querying over the whole KG: ``search_scope=kg``)."""
+        return [Triple(self._term(q.subject), Term(q.predicate.value, self.label(q.predicate.value)), self._term(q.object))
+                for q in self.store.quads_for_pattern(None, None, None, self._g) if q.predicate.value not in self._naming]
+
     def follow_path(self, seed: str, relations: Sequence[str], exclude_seed: bool = True) -> list[str]:
         """Walk a relation path from ``seed``; ``^rel`` is an inverse hop (object → subject).
 

@@ -24,7 +24,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..data.datasets import Question
+from ..data.datasets import Dataset, DatasetError, Question, load_dataset, register
 from ..llm.parse import extract_braced_answers
 from .base import Context, MethodResult, Settings, Tracer, register_method, setting
 from .baselines import Generation, generate, open_text as _open_text
@@ -46,6 +46,10 @@ class KGAnswerSettings(Settings):
                                              "pseudo-graph's nodes); false with link_question=true: G_base without annotations")
     link_question: bool = setting(False, "also link entity names found in the question text (the longest word spans "
                                          "matching a KG label or alias exactly or normalised; every entity of the label)")
+    search_scope: Literal["base", "kg"] = setting(
+        "base", "where the top-k triples are searched: base = G_base, the triples around the linked entities (at most "
+                "max_candidates); kg = every triple of the KG (the paper's semantic querying over the whole KG; the "
+                "KG's triples are embedded once, then cached)")
 
 
 @dataclass(frozen=True)
@@ -442,18 +446,41 @@ def subgraph(kg, seeds: list[str], max_triples: int = 3000) -> list:
     return triples
 
 
+_KG_INDEXES: dict[tuple[int, int], tuple[list, Any]] = {}  # (id(kg), id(embedder)) → (triples, EmbeddingIndex)
+
+
+def kg_index(kg, embedder) -> tuple[list, Any]:
+    """Every triple of ``kg`` (``kg.all_triples()``) and their embedding index, built once per process
+    (the embeddings come from the embedder's on-disk cache after the first time)."""
+    from ..embed.embedder import EmbeddingIndex
+
+    key = (id(kg), id(embedder))
+    if key not in _KG_INDEXES:
+        if not hasattr(kg, "all_triples"):
+            raise ValueError(f"search_scope=kg needs a KG that can list its triples (an embedded KG); "
+                             f"{type(kg).__name__} cannot: use search_scope=base")
+        triples = kg.all_triples()
+        texts = [kg.verbalise(t, "sentence").rstrip(".") for t in triples]
+        _KG_INDEXES[key] = (triples, EmbeddingIndex(texts, embedder, progress=len(texts) > 20000))
+    return _KG_INDEXES[key]
+
+
 def semantic_query(question: Question, pg: PseudoGraph, ctx: Context, top_k: int = 10) -> Retrieval:
-    """Top-``top_k`` KG triples per pseudo-triple by cosine of Sentence-BERT embeddings."""
+    """Top-``top_k`` KG triples per pseudo-triple by cosine of Sentence-BERT embeddings, searched in
+    ``G_base`` (``search_scope=base``) or in the whole KG (``search_scope=kg``)."""
     from ..embed.embedder import EmbeddingIndex
 
     kg, embedder = ctx.kg, ctx.embedder
     s = PGAKVSettings.of(ctx)
     seeds = base_seeds(question, pg.nodes, kg, s)
-    cands = subgraph(kg, seeds, s.max_candidates)
+    if s.search_scope == "kg":
+        cands, index = kg_index(kg, embedder)
+    else:
+        cands, index = subgraph(kg, seeds, s.max_candidates), None
     if not cands or not pg.triples:
         return Retrieval([kg.label(s) for s in seeds], len(cands), [])
-    texts = [kg.verbalise(t, "sentence").rstrip(".") for t in cands]
-    index = EmbeddingIndex(texts, embedder)
+    if index is None:
+        index = EmbeddingIndex([kg.verbalise(t, "sentence").rstrip(".") for t in cands], embedder)
     results = index.search([verbalise_triple(t) for t in pg.triples], k=top_k)
     hits = []
     for i, res in enumerate(results):
@@ -677,12 +704,16 @@ def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retriev
     entities it names."""
     from ..embed.embedder import EmbeddingIndex
 
-    kg = ctx.kg
-    seeds = base_seeds(question, [], kg, QSMSettings.of(ctx))
-    cands = subgraph(kg, seeds, QSMSettings.of(ctx).max_candidates)
+    kg, s = ctx.kg, QSMSettings.of(ctx)
+    seeds = base_seeds(question, [], kg, s)
+    if s.search_scope == "kg":  # the whole KG, as PG&AKV's semantic querying with the same setting
+        cands, index = kg_index(kg, ctx.embedder)
+    else:
+        cands, index = subgraph(kg, seeds, s.max_candidates), None
     if not cands:
         return Retrieval([kg.label(s) for s in seeds], 0, [])
-    index = EmbeddingIndex([kg.verbalise(t, "sentence").rstrip(".") for t in cands], ctx.embedder)
+    if index is None:
+        index = EmbeddingIndex([kg.verbalise(t, "sentence").rstrip(".") for t in cands], ctx.embedder)
     hits = [{"pseudo": -1, "triple": (cands[j].s.label, cands[j].r.label, cands[j].o.label),
              "subject": cands[j].s.iri, "score": round(float(s), 4)} for j, _, s in index.search(question.question, k=top_n)[0]]
     return Retrieval([kg.label(s) for s in seeds], len(cands), hits)
@@ -697,3 +728,27 @@ def qsm(q: Question, ctx: Context) -> MethodResult:
     triples = [tuple(h["triple"]) for h in ret.hits]
     gen = tr.record("answer", answer_from_triples, q, triples, ctx)
     return _final(q, gen, tr)
+
+
+# ---------------------------------------------------------------------------------------------
+# PG&AKV on the MetaQA KB: a dev part for its settings
+# ---------------------------------------------------------------------------------------------
+def metaqa_dev_line(i: int) -> bool:
+    """The MetaQA dev lines PG&AKV chooses its settings on: every tenth line — the lines the Keqing
+    benchmark keeps as its pool, which no table reports (the reported MetaQA questions of every table
+    are drawn from the other lines, ``keqing:metaqa:Nhop``)."""
+    return i % 10 == 0
+
+
+def pgakv_dataset(source: str = "metaqa", part: str = "1hop", split: str = "dev") -> Dataset:
+    """``pgakv:metaqa:2hop:dev``: the MetaQA dev questions of the lines :func:`metaqa_dev_line` keeps
+    (sample them with ``--sample``); disjoint from every reported MetaQA question."""
+    if source != "metaqa" or split != "dev" or part not in ("1hop", "2hop", "3hop"):
+        raise DatasetError(f"pgakv:{source}:{part}:{split} is no dataset: use pgakv:metaqa:1hop:dev, "
+                           "pgakv:metaqa:2hop:dev or pgakv:metaqa:3hop:dev")
+    ds = load_dataset(f"metaqa:{part}:dev")
+    return Dataset(f"pgakv:metaqa:{part}:dev", [q for i, q in enumerate(ds.questions) if metaqa_dev_line(i)],
+                   kg="metaqa", source_files=ds.source_files)
+
+
+register("pgakv", pgakv_dataset)

@@ -462,3 +462,16 @@ def test_bench_run_with_another_model_estimates_and_refuses_unknown_models(tmp_p
     assert main(["bench", "run", "keqing_full", "--llm", "nonsense"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_models_frame_shows_a_model_without_records_as_not_run(tmp_path, monkeypatch):
+    t = _model_table(tmp_path, monkeypatch)
+    monkeypatch.setitem(core.TABLES, t.name, t)
+    _write(t.model_dir(), "m_a", [1, 1, 0])
+    small = core.model_key("local:qwen2.5-0.5b")
+    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
+    assert list(frame["cell"]) == ["(every cell)"] and list(frame[small]) == ["not run"]
+    _write(t.model_dir(small), "m_a", [0, 1])
+    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
+    assert list(frame["cell"]) == ["m_a"] and frame[small][0].startswith("50.0")
+    assert frame[f"{small} − {core.default_key()} (paired)"][0].startswith("-50.0")

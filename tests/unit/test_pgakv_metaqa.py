@@ -1,0 +1,110 @@
+"""PG&AKV on the MetaQA KB: semantic querying over every triple of a KG (``search_scope=kg``), the dev
+part disjoint from the reported questions, the threshold chosen by the rule fixed with the grid, and
+stripped records that keep the funnel but no question text or gold."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgqa_lib.bench import core
+from kgqa_lib.bench import pgakv_metaqa as PM
+from kgqa_lib.data.datasets import Question
+from kgqa_lib.methods import pgakv as P
+
+SKETCH = """```cypher
+CREATE (f:Film {name: 'Inception'})-[:DIRECTED_BY]->(p:Person {name: 'Christopher Nolan'})
+```"""
+
+
+class Scripted:
+    def __init__(self):
+        self.calls = []
+
+    def complete(self, request):
+        self.calls.append(request.messages)
+        reply = SKETCH if len(self.calls) == 1 else "{Christopher Nolan}"
+        return {"text": reply, "prompt_tokens": 5, "completion_tokens": 2, "finish_reason": "stop"}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from kgqa_lib.kg.sources import load_named
+
+    return load_named("tiny")
+
+
+def _ctx(tmp_path, kg, **settings):
+    from kgqa_lib.embed.embedder import Embedder
+    from kgqa_lib.llm.chat import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    return Context(llm=LLM(Scripted(), "scripted", LLMCache(tmp_path / "llm.sqlite", transcripts=None)), kg=kg,
+                   embedder=Embedder(), settings={"kg": "tiny", **settings})
+
+
+def test_search_scope_kg_searches_every_triple_not_only_g_base(tmp_path, tmp_cache, tiny):
+    q = Question("t1", "who directed Inception", ["Christopher Nolan"], [])  # no annotated topic: G_base is small
+    base = P.pgakv(q, _ctx(tmp_path / "a", tiny, verify=False))
+    every = P.pgakv(q, _ctx(tmp_path / "b", tiny, verify=False, search_scope="kg"))
+    ret_base = next(s.output for s in base.trace if s.name == "semantic_query")
+    ret_kg = next(s.output for s in every.trace if s.name == "semantic_query")
+    assert ret_kg.candidates == len(tiny.all_triples()) > ret_base.candidates
+    assert any(tuple(h["triple"]) == ("Inception", "directed by", "Christopher Nolan") for h in ret_kg.hits)
+    assert every.answers == ["Christopher Nolan"]
+
+
+def test_qsm_searches_the_whole_kg_with_the_same_setting(tmp_path, tmp_cache, tiny):
+    q = Question("t1", "who directed Inception", ["Christopher Nolan"], [])
+    ret = P.match_question(q, _ctx(tmp_path, tiny, search_scope="kg"), 5)
+    assert ret.candidates == len(tiny.all_triples()) and len(ret.hits) == 5
+
+
+def test_the_chosen_threshold_is_what_the_rule_gives_on_the_dev_records():
+    scores = PM.dev_scores(core.Records(PM.TABLE))
+    rule = PM.choose(scores)
+    assert PM.CHOSEN == rule, (f"the dev cells give {rule}: set CHOSEN to it" if rule is not None
+                               else "CHOSEN is set before every dev cell is complete")
+    assert PM.PAPER_THRESHOLD in PM.GRID
+
+
+def test_the_rule_takes_the_best_pooled_dev_score_and_ties_go_to_the_papers_value():
+    def scores(values):
+        return {t: {"pooled": v, "n": PM.DEV * len(PM.HOPS), "per_hop": {}} for t, v in zip(PM.GRID, values)}
+
+    assert PM.choose(scores([0.3, 0.5, 0.4, 0.2])) == 0.6
+    assert PM.choose(scores([0.5, 0.5, 0.5, 0.5])) == 0.7
+    short = scores([0.9, 0.1, 0.1, 0.1])
+    short[0.5]["n"] -= 1
+    assert PM.choose(short) is None  # no choice before every dev question is answered
+
+
+def test_dev_cells_come_first_and_reported_cells_hold_baselines_questions():
+    names = [c.name for c in PM.TABLE.cells]
+    assert all(n.startswith("dev_") for n in names[:len(PM.GRID) * len(PM.HOPS)])
+    tog = {c.dataset: c.args for c in core.get_table("baselines_metaqa").cells if c.method == "tog"}
+    for c in PM.TABLE.cells:
+        if not c.name.startswith("dev_"):
+            assert c.dataset in tog and c.args[:2] == tog[c.dataset][:2]  # the same seeded sample
+
+
+def test_dev_part_is_disjoint_from_every_reported_metaqa_question(data_dir_or_skip):
+    if not (data_dir_or_skip / "metaqa").is_dir():
+        pytest.skip("MetaQA not under KGQA_DATA_DIR")
+    from kgqa_lib.registry import load_dataset
+
+    for h in PM.HOPS:
+        dev = {q.qid for q in load_dataset(f"pgakv:metaqa:{h}hop:dev")}
+        reported = {q.qid for q in load_dataset(f"keqing:metaqa:{h}hop")}  # every table's MetaQA questions
+        assert len(dev) > PM.DEV and not dev & reported
+
+
+def test_strip_keeps_the_funnel_and_no_text(tmp_path, tmp_cache, tiny):
+    from kgqa_lib.evaluate.runner import _jsonable
+
+    q = Question("t1", "who directed Inception", ["Christopher Nolan"], [])
+    res = P.pgakv(q, _ctx(tmp_path, tiny, search_scope="kg"))
+    record = {"qid": "t1", "question": q.question, "gold": q.answers, "prediction": res.answers, "metrics": {"hits@1": 1.0},
+              "trace": _jsonable(res.trace), "llm": {"calls": 3, "seconds": 1.0}, "seconds": 2.0}
+    s = PM.strip(record)
+    assert s["funnel"]["gold"]["G_t"] and s["funnel"]["sizes"]["searched"] == len(tiny.all_triples())
+    assert "question" not in s and "gold" not in s and s["prediction"] == ["Christopher Nolan"]
