@@ -138,19 +138,63 @@ def kbbinder_profile(recs: list[dict[str, Any]]) -> str:
             f"no draft answered: {none} of {len(recs)} questions")
 
 
+def tog_early_stops(recs: list[dict[str, Any]], hops: int) -> dict[str, Any]:
+    """ToG's searches the judge stopped at depth 1 (``judged_sufficient``, :func:`judged_stop_depths`)
+    and before depth ``hops`` — on a ``hops``-hop question those answer before a path can reach the
+    answer — with the Hits@1 of the depth-1 stops and of the other questions."""
+    def stop_depth(r: dict[str, Any]) -> int | None:
+        t = summary_of(r).get("tog") or {}
+        return t.get("depth_reached") if t.get("stopped") == "judged_sufficient" else None
+
+    at1 = [r for r in recs if stop_depth(r) == 1]
+    rest = [r for r in recs if stop_depth(r) != 1]
+    hits = lambda rs: 100 * sum(r["metrics"]["hits@1"] for r in rs) / len(rs) if rs else float("nan")  # noqa: E731
+    before = sum(n for d, n in judged_stop_depths(recs).items() if d is not None and d < hops)
+    return {"n": len(recs), "depth 1": len(at1), "before hops": before, "hits@1 depth 1": hits(at1),
+            "hits@1 rest": hits(rest)}
+
+
+def tog_conclusion(records: Records) -> str:
+    """In words, from the records: on 2- and 3-hop MetaQA ToG's judge stops the search at depth 1 on
+    most questions, so Keqing − ToG there measures the local judge stopping early, not ToG's search."""
+    parts = []
+    for h in HOPS[1:]:
+        recs = records(f"tog_metaqa_{h}hop")
+        if not recs:
+            continue
+        e = tog_early_stops(recs, h)
+        others = e["n"] - e["depth 1"]
+        rest = f"{e['hits@1 rest']:.1f} on the other {others}" if others else "no other question"
+        parts.append(f"on {h}-hop {e['depth 1']} of {e['n']} searches stop at depth 1, judged sufficient"
+                     + (f" ({e['before hops']} before depth {h})" if e["before hops"] != e["depth 1"] else "")
+                     + f"; Hits@1 {e['hits@1 depth 1']:.1f} on those, {rest}")
+    if not parts:
+        return ""
+    most = all(tog_early_stops(records(f"tog_metaqa_{h}hop"), h)["depth 1"] * 2 > len(records(f"tog_metaqa_{h}hop"))
+               for h in HOPS[1:] if records(f"tog_metaqa_{h}hop"))
+    return ("What ToG's rows measure. A k-hop question needs a search of depth k, but ToG's judge (the local 1.5B model) "
+            "may call the reasoning paths sufficient earlier: " + "; ".join(parts) + ". "
+            + ("So on 2-hop and 3-hop the search stops at depth 1 on most questions, and \"method − Keqing\" for ToG "
+               "there measures the 1.5B judge stopping early, not ToG's search." if most else
+               "On some questions the search stops before the paths can reach the answer; \"method − Keqing\" for ToG "
+               "there measures the judge as much as the search."))
+
+
 def report_metaqa(records: Records) -> str:
     from .core import get_table
 
     keqing = Records(get_table("keqing_full"))
     lines = ["# KB-BINDER and Think-on-Graph on MetaQA dev (local model)", "",
              f"{METAQA_SAMPLE} questions per hop, a subset of the Keqing benchmark's questions (`keqing_full`), so Keqing's "
-             "row is the same questions and gains are paired (bootstrap 95% CI, points). Hits@1 and answer F1 in points. "
-             "The paper's column: Keqing paper, Table 2, row KB-BINDER (Hits@1; Keqing's appendix B says its baseline "
+             "row is the same questions and gains are paired (bootstrap 95% CI, points). Hits@1, answer F1 and exact set "
+             "(the normalised predicted answer set equals the gold set: `kgqa_lib.evaluate.metrics.exact_set_match`) in "
+             "points. The paper's column: Keqing paper, Table 2, row KB-BINDER (Keqing's appendix B says its baseline "
              "results are recorded from their papers directly and that KB-BINDER drafts with Codex; it names no "
              "split for them); no published ToG number on MetaQA is in our papers.", "",
-             "| hops | method | n | Hits@1 [95% CI] | F1 [95% CI] | Keqing (same questions) | method − Keqing | paper | "
-             "calls/q | tokens/q | s/q | how ToG answered / KB-BINDER's drafts; malformed outputs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| hops | method | n | Hits@1 [95% CI] | F1 [95% CI] | exact set [95% CI] | Keqing (same questions) | "
+             "method − Keqing | paper | calls/q | tokens/q | s/q | how ToG answered / KB-BINDER's drafts; malformed "
+             "outputs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for h in HOPS:
         for m in ("kbbinder", "tog"):
             recs = records(f"{m}_metaqa_{h}hop")
@@ -160,10 +204,41 @@ def report_metaqa(records: Records) -> str:
             paper = f"{PAPER_KBBINDER_METAQA[h]}" if m == "kbbinder" else "—"
             prof = (_tog_profile(recs) if m == "tog" else kbbinder_profile(recs)) if recs else ""
             lines.append(f"| {h} | {m} | {len(recs)} | {_cell(recs, 'hits@1')} | {_cell(recs, 'f1')} | "
-                         f"{_cell(base, 'hits@1') if base else '—'} | {gain} | {paper} | {_costs(recs)} | {prof} |")
-    lines += ["", "ToG's published cost (~11.6 LLM calls and ~7k tokens per WebQSP question) could not be found in the "
+                         f"{_cell(recs, 'exact_match')} | {_cell(base, 'hits@1') if base else '—'} | {gain} | {paper} | "
+                         f"{_costs(recs)} | {prof} |")
+    kb = {h: records(f"kbbinder_metaqa_{h}hop") for h in HOPS}
+    if any(kb.values()):
+        pts = lambda rs, k: f"{100 * sum(r['metrics'][k] for r in rs) / len(rs):.1f}" if rs else "—"  # noqa: E731
+        lines += ["", "KB-BINDER beside the paper's row. Keqing's Table 2 row KB-BINDER ("
+                  + "/".join(str(PAPER_KBBINDER_METAQA[h]) for h in HOPS) + " on 1/2/3-hop) came from KB-BINDER's own "
+                  "MetaQA scripts: programs in an operation form, scored by exact-set accuracy. Ours on the same metric, "
+                  "exact set: " + "/".join(pts(kb[h], "exact_match") for h in HOPS) + " (Hits@1 "
+                  + "/".join(pts(kb[h], "hits@1") for h in HOPS) + "). The program differs too: ours drafts s-expressions "
+                  "of GrailQA's grammar with entity names in quotes and readable relation names "
+                  "(`(JOIN (R directed_by) \"Heat\")`), binds their mentions and relation names to our MetaQA KB's "
+                  "entities and relations, and runs the bound forms as SPARQL (`kgqa_lib.methods.kbbinder`), where "
+                  "theirs drafts and executes operation-form programs."]
+    conclusion = tog_conclusion(records)
+    if conclusion:
+        lines += ["", conclusion]
+    lines += ["", "ToG's entity-scoring prompt was rewritten after it failed on reported MetaQA questions: with its first "
+              "wording the 1.5B model rated every candidate entity 0 on the first five MetaQA 1-hop questions of the "
+              "reported set, so ToG dropped them all and its beam emptied. The records made with that wording were "
+              "removed; every ToG record here was made with the rewritten prompt"
+              + _prompt_note([r for h in HOPS for r in records(f"tog_metaqa_{h}hop")], "tog_entities")
+              + ". A baseline prompt fixed on reported questions favours the baseline, not Keqing, but it is a choice "
+              "made on the reported questions.",
+              "", "ToG's published cost (~11.6 LLM calls and ~7k tokens per WebQSP question) could not be found in the "
               "papers here: not compared."]
     return "\n".join(lines) + "\n"
+
+
+def _prompt_note(recs: list[dict[str, Any]], prompt: str) -> str:
+    """`` (…: the hash of `prompt` in all n records' config)`` when every record holds one and the same hash."""
+    hashes = {((r.get("config") or {}).get("prompts") or {}).get(prompt) for r in recs}
+    if not recs or len(hashes) != 1 or None in hashes:
+        return ""
+    return f" (one `{prompt}` prompt hash, {next(iter(hashes))}, in the config of all {len(recs)} ToG records)"
 
 
 def miniworld_rows(records: Records) -> list[dict[str, Any]]:
@@ -186,8 +261,10 @@ def miniworld_rows(records: Records) -> list[dict[str, Any]]:
         g = lambda run: format_gain(paired_gain(tog, other[run], m)) if tog and other[run] else "—"  # noqa: E731
         row = {"set": s, "metric": {"hits@1": "Hits@1", "rouge_l": "ROUGE-L"}[m], "ToG": _cell(tog, m), "n": len(tog)}
         if chosen and chosen != "pgakv":
-            row |= {f"{pa.ROWS[chosen]}, chosen on dev": _cell(other[chosen], m), "ToG − chosen PG&AKV": g(chosen)}
-        row |= {pa.ROWS["pgakv"] + (", chosen on dev" if chosen == "pgakv" else ""): _cell(other["pgakv"], m),
+            row |= {f"{pa.ROWS[chosen]}, {pa.choice_note(chosen, chosen)}": _cell(other[chosen], m),
+                    "ToG − chosen PG&AKV": g(chosen)}
+        paper_label = pa.ROWS["pgakv"] + (f", {pa.choice_note('pgakv', chosen)}" if chosen == "pgakv" else "")
+        row |= {paper_label: _cell(other["pgakv"], m),
                 "ToG − PG&AKV 0.7": g("pgakv"), "QSM": _cell(other["qsm"], m), "ToG − QSM": g("qsm")}
         calls, tokens, secs = (c.strip() for c in _costs(tog).split("|"))
         row |= {"calls/q": calls, "tokens/q": tokens, "s/q": secs,
@@ -200,7 +277,9 @@ def report_miniworld(records: Records) -> str:
     rows = miniworld_rows(records)
     cols = list(dict.fromkeys(k for r in rows for k in r))
     lines = ["# Think-on-Graph on the PG&AKV mini-world test splits (local model)", "",
-             "Beside PG&AKV (the pruning setting chosen on the dev questions, and the paper's threshold 0.7) and QSM on "
+             "Beside PG&AKV (the pruning setting chosen on the dev questions among candidates pre-screened on all "
+             "questions, test included, so not held out — `pgakv_test.md` says how; and the paper's threshold 0.7, the "
+             "clean test row) and QSM on "
              "the same test questions (the pgakv_t2 records restricted to ToG's questions); gains paired, bootstrap 95% "
              "CI, points. Hits@1 (simple, multi-hop), ROUGE-L (open). The PG&AKV paper quotes ToG with GPT-4 at "
              f"{PAPER_TOG_QALD10_GPT4} on QALD-10 (sec. 4.4.1).", "",

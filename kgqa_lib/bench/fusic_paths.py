@@ -1,7 +1,8 @@
 """FuSIC-KBQA's candidate path depth on MetaQA, without the LLM: a measurement table
 (``kgqa bench run fusic_path_depth``) of the setting ``max_path_hops`` 2 (the paper: TIARA enumerates
-2-hop paths) against 3, on the test questions of the bench table ``fusic``
-(``fusic:mw-wd>metaqa:test-<N>hop --sample 100 --seed 0``, N = 1, 2, 3).
+2-hop paths) against 3, on the reported MetaQA questions of the bench table ``fusic``, MetaQA dev
+questions (``fusic:mw-wd>metaqa:test-<N>hop --sample 100 --seed 0``, N = 1, 2, 3: ``test`` is the
+transfer task's reported part, not MetaQA's test set).
 
 Per hop and depth: the gold topic linked; the gold path among the candidates; in the top 3 / 5 / 10
 of BM25, of the dense retriever of the few-shot cells (MiniLM fine-tuned on the source, then on the
@@ -97,7 +98,9 @@ def report(out: dict[str, Any]) -> str:
         return "no rows\n"
     cols = [c for c in rows[0] if c not in ("n",)]
     lines = [f"# FuSIC-KBQA candidate path depth on MetaQA (no LLM): {out['dataset']}", "",
-             "`kgqa bench run fusic_path_depth`. Counts of questions (of n) whose gold path is among the candidates / "
+             "`kgqa bench run fusic_path_depth`. The questions are FuSIC's reported MetaQA questions, MetaQA dev "
+             "questions (`test` in the dataset name is the transfer task's reported part; MetaQA's test set is not "
+             "used). Counts of questions (of n) whose gold path is among the candidates / "
              "in each retriever's own top k; `max_path_hops` 2 = the paper (TIARA's 2-hop enumeration). Retrievers "
              f"trained on 2-hop candidates either way. Training: {json.dumps(out['training'])}. CPU seconds are "
              "process time (time spent waiting for a shared core is not counted). Raw numbers: `fusic_path_depth.json`.",

@@ -35,6 +35,36 @@ PAPER_THRESHOLD = 0.7
 PAPER_SETTING = (PAPER_THRESHOLD, 0)
 
 
+#: Candidates the offline pruning sweep found on *all* questions of the factoid sets, dev and test together
+#: (``pgakv_table2.md``, its last section), with end-to-end runs on every question (the threshold-0.5
+#: run) made before the dev/test split was drawn: a choice among them on dev is not held out.
+PRESCREENED_RUNS = ("pgakv_thr05", "pgakv_thr05_k1")
+NOT_HELD_OUT = "chosen on dev among candidates pre-screened on all questions, test included: not held out"
+CLEAN_ROW = "the clean test row: no test outcome chose it"
+
+
+def choice_note(run: str, chosen: str | None) -> str:
+    """How a PG&AKV row says how its setting was chosen: the run chosen on dev (:data:`NOT_HELD_OUT` when
+    its candidates were pre-screened on all questions), the paper's 0.7 (:data:`CLEAN_ROW`), else ""."""
+    if run == chosen:
+        return NOT_HELD_OUT if run in PRESCREENED_RUNS else "chosen on dev"
+    return CLEAN_ROW if run == "pgakv" else ""
+
+
+def not_held_out_text(load: Loader, chosen: str) -> str:
+    """Why the dev choice is not held out, with the sizes of the pre-screened runs from the records
+    ("" when the chosen run was not pre-screened)."""
+    if chosen not in PRESCREENED_RUNS:
+        return ""
+    sizes = "/".join(str(len({r["qid"] for r in load(s, "pgakv_thr05")})) for s in FACTOID)
+    return ("**Not held out.** The threshold-0.5 candidate came from the offline pruning sweep over all questions of "
+            "the simple and multi-hop sets, dev and test together (`pgakv_table2.md`, its last section), and its "
+            f"end-to-end runs on all {sizes} questions ({'/'.join(FACTOID)}) existed before the dev/test split was drawn, "
+            "so its test outcome was on record when it was chosen on dev; the k+1 candidate only adds one subject to it. "
+            f"The row of the chosen setting is therefore labelled \"{NOT_HELD_OUT}\", and its gain over 0.7 on the test "
+            "questions is optimistic. The paper's threshold 0.7 row is the clean test row: no test outcome chose it.")
+
+
 def k_label(extra: int) -> str:
     """How many subjects pruning keeps: ``#subjects(G_p)`` (the paper's) or ``#subjects(G_p)+extra``."""
     return f"#subjects(G_p)+{extra}" if extra else "#subjects(G_p)"
@@ -233,7 +263,7 @@ def table2_test_report(load: Loader = committed_records, choice: dict[str, Any] 
     recs = lambda s, run: restrict(load(s, run), tests[s])  # noqa: E731
     from ..data.datasets import MINIWORLD_DEV_FRACTION, MINIWORLD_SPLIT_SEED
 
-    lines = ["# PG&AKV, Table 2 on the test splits (settings chosen on dev)\n",
+    lines = ["# PG&AKV, Table 2 on the test splits (pruning chosen on dev; see \"Not held out\" below)\n",
              f"Splits (`kgqa_lib.data.datasets.split_dev_test`, seed {MINIWORLD_SPLIT_SEED}, stratified by question type: "
              "simple by ambiguous/temporal/recent flags, multi-hop by logical form, open by style): "
              + ", ".join(f"{s} {len(split_qids(s)[0])} dev / {len(tests[s])} test (dev fraction "
@@ -251,6 +281,9 @@ def table2_test_report(load: Loader = committed_records, choice: dict[str, Any] 
     lines.append(f"\n**Chosen: threshold {thr}, k = {choice['choice']['k']}** (run `{chosen_run}`)"
                  + (f", by {margin} of {choice['dev'][chosen_key]['pooled'][1]} dev questions over the next setting: weak "
                     "evidence; the test numbers below are what counts." if margin is not None else ".") + "\n")
+    held = not_held_out_text(load, chosen_run)
+    if held:
+        lines.append(held + "\n")
     lines.append("Offline proxy on the same dev questions (no LLM call): gold answer kept in `G_g` after re-pruning the "
                  "recorded retrieval, and ground triples per question. It rises as pruning loosens, so it informs a next "
                  "run but cannot choose (loosest pruning always wins).\n")
@@ -272,7 +305,8 @@ def table2_test_report(load: Loader = committed_records, choice: dict[str, Any] 
         cells = [ci_cell(recs(s, run), METRIC[s]) for s in SETS]
         if all(c == "—" for c in cells):
             continue
-        tag = " — **chosen on dev**" if run == chosen_run else ""
+        note = choice_note(run, chosen_run)
+        tag = (f" — **{note}**" if run == chosen_run else f" — {note}") if note else ""
         paper = PAPER_TABLE2.get(run if run != "pgakv" else "pgakv")
         paper_cell = f"{paper[0]} / {paper[1]}" if paper and run in PAPER_TABLE2 else ""
         lines.append(f"| {name}{tag} | " + " | ".join(cells) + f" | {paper_cell} |")
@@ -400,7 +434,8 @@ def analysis_report(load: Loader = committed_records, choice: dict[str, Any] | N
             lines.append(f"| {s} | {part} ({len(full)}) | {v['wrong']} | {v['introduced']} | {100 * v['share']:.1f} % | "
                          f"{_counts(v['trace stage of those'])} |")
     lines += ["\n## Why QSM wins: questions QSM gets right and PG&AKV (threshold 0.7) wrong\n",
-              f"Re-pruned offline at the dev-chosen threshold ({thr}) and at 0.0 (no threshold: what is left is the top-k "
+              f"Re-pruned offline at the threshold chosen on dev ({thr}; not held out, see above) and at 0.0 (no threshold: "
+              "what is left is the top-k "
               "step), same k. `threshold's share`: of all the questions QSM wins, those whose gold answer a threshold of "
               f"{thr} instead of 0.7 keeps in G_g — the part of QSM's lead that sits in the threshold's scale. Our encoder is "
               "MiniLM, whose cosines run lower than the 0.7 the paper set for its Sentence-BERT; SBERT's own scale is not "
@@ -464,7 +499,7 @@ def test_split_report(load: Loader = committed_records) -> str:
     lines += ["## The paper's Table 4 on the test questions: CoT → Pseudo-Graph → Verification\n",
               "`Pseudo-Graph` is `kg_context=none`: the answer sees the model's own pseudo-graph, no KG. `Verification` is "
               f"the full method (threshold 0.7, the paper's, and threshold {choice['choice']['threshold']}, k = {choice['choice']['k']}, "
-              "chosen on dev). Gains in "
+              f"{choice_note(chosen, chosen)}). Gains in "
               "points with paired bootstrap 95% CIs on the same test questions. The paper's column: its Table 4 (GPT-3.5), "
               "QALD-10 beside our multi-hop set, Nature Questions beside our open set; it has no SimpleQuestions column.\n",
               "| set | CoT | Pseudo-Graph | Verification 0.7 | Verification (chosen) | Pseudo-Graph − CoT | "

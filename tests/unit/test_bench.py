@@ -475,3 +475,11 @@ def test_models_frame_shows_a_model_without_records_as_not_run(tmp_path, monkeyp
     frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
     assert list(frame["cell"]) == ["m_a"] and frame[small][0].startswith("50.0")
     assert frame[f"{small} − {core.default_key()} (paired)"][0].startswith("-50.0")
+
+
+def test_cell_names_are_unique_across_tables():
+    """Live run files of every table share one folder per model (results/runs/[<model>/]<cell>.jsonl)."""
+    from collections import Counter
+
+    names = Counter(c.name for t in bench.tables() for c in t.cells)
+    assert not [n for n, k in names.items() if k > 1]

@@ -187,7 +187,8 @@ def test_kbbinder_records_are_stripped_like_the_baselines():
     r = {"method": "kbbinder", "qid": "q", "question": "secret", "gold": ["A"], "prediction": ["A"], "metrics": {"f1": 1.0},
          "trace": [{"name": "vote", "output": {"statuses": {"ok": 6}, "winner": 0, "tally": [["A", 6]]}, "seconds": 0.1}]}
     s = B.strip(r)
-    assert "secret" not in json.dumps(s) and '"A"' not in json.dumps(s)
+    assert "secret" not in json.dumps(s) and "gold" not in s and "tally" not in json.dumps(s)
+    assert s["prediction"] == ["A"]  # the method's own answer is kept (for review and re-scoring), the gold is not
     assert s["summary"]["vote"]["winning_votes"] == 6 and B.strip(s) == s
 
 
@@ -289,7 +290,7 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     have = {"metaqa3.fs_dense": two, "metaqa3.fs_dense_paths3": three}
     text = B.report(lambda cell: have.get(cell, []))
     section = text.split("## Candidate path depth")[1].split("\n## ")[0]
-    row = next(x for x in section.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 3-hop"))
+    row = next(x for x in section.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA dev (our reported part), 3-hop"))
     cells = [x.strip() for x in row.split("|")[1:-1]]
     assert cells[1] == "10" and cells[2].startswith("0.0 [") and cells[3].startswith("60.0 [")
     assert cells[4].startswith("+60.0") and cells[4].endswith("(n=10)")
@@ -298,13 +299,13 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     assert section.count("not run yet") == 4  # the 1- and 2-hop pairs, both ways
     # the goal lists both configurations; the funnel counts the 3-hop path as a candidate only at depth 3
     assert "- FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2):" in text
-    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | dense, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
-    assert "| mini-world (Wikidata-style) → MetaQA, 3-hop | dense, paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text
+    assert "| mini-world (Wikidata-style) → MetaQA dev (our reported part), 3-hop | dense, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
+    assert "| mini-world (Wikidata-style) → MetaQA dev (our reported part), 3-hop | dense, paths ≤ 3 relations | 10 | 10 | 10 | 10 | 8 | 6 |" in text
     # a partial deviation cell meets the paper-default cell on its own questions, in every column
     two[0], two[1] = (_fake(f"q{i}", 1.0, 5, [_ret("dense", "path", False, False, False)], hops=3) for i in (0, 1))
     text = B.report(lambda cell: {"metaqa3.fs_dense": two, "metaqa3.fs_dense_paths3": three[:4]}.get(cell, []))
     row = next(x for x in text.split("## Candidate path depth")[1].splitlines()
-               if x.startswith("| mini-world (Wikidata-style) → MetaQA, 3-hop"))
+               if x.startswith("| mini-world (Wikidata-style) → MetaQA dev (our reported part), 3-hop"))
     cells = [x.strip() for x in row.split("|")[1:-1]]
     assert cells[1] == "4" and cells[2].startswith("50.0 [") and cells[3].startswith("100.0 [")
     assert cells[4].startswith("+50.0") and cells[4].endswith("(n=4)")
@@ -323,7 +324,7 @@ def test_kbbinder_rows_pair_like_for_like_and_count_their_drafts():
     fs_fusic = [_fake(f"q{i}", 0.0, 1) for i in range(10)]
 
     def row(text, config_label):
-        line = next(x for x in text.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 1-hop | "
+        line = next(x for x in text.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA dev (our reported part), 1-hop | "
                                                                   + config_label + " |"))
         return [x.strip() for x in line.split("|")[1:-1]]
 
@@ -344,7 +345,7 @@ def test_the_shots_rows_pair_each_count_with_five_shots():
     text = B.report(lambda c: {"metaqa2.fs_dense": five, "metaqa2.fs_dense_shots100": hundred}.get(c, []))
     section = text.split("### Number of target shots (MetaQA)")[1].split("\n## ")[0]
     rows = {int(r[1]): r for r in ([x.strip() for x in line.split("|")[1:-1]]
-                                    for line in section.splitlines() if "MetaQA, 2-hop" in line)}
+                                    for line in section.splitlines() if "MetaQA dev (our reported part), 2-hop" in line)}
     assert sorted(rows) == [0, 5, 25, 100]
     assert rows[5][2:4] == ["metaqa2.fs_dense", "10"] and rows[5][5] == "—"
     assert rows[100][2:4] == ["metaqa2.fs_dense_shots100", "10"] and rows[100][4].startswith("80.0 [")
@@ -371,7 +372,7 @@ def test_a_partial_table2_cell_shows_its_baseline_on_its_own_questions():
     full = [_fake(f"q{i}", 1.0 if i < 5 else 0.0, 1) for i in range(10)]
     part = [_fake(f"q{i}", 0.0, 1) for i in range(5, 8)]  # 3 questions the baseline got wrong
     text = B.report(lambda cell: {"metaqa1.fs_dense": full, "metaqa1.fs_naive": part}.get(cell, []))
-    row = next(x for x in text.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA, 1-hop")
+    row = next(x for x in text.splitlines() if x.startswith("| mini-world (Wikidata-style) → MetaQA dev (our reported part), 1-hop")
                and "| 3 |" in x)
     assert "+0.0" in row and "(n=3); fs_dense on these: 0.0 |" in row
     text = B.report(lambda cell: {"metaqa1.fs_dense": full, "metaqa1.fs_naive": full}.get(cell, []))
@@ -445,5 +446,5 @@ def test_the_metaqa_goal_counts_every_one_retriever_configuration():
     goal = text.split("## MetaQA goal")[1].split("\n## ")[0]
     assert goal.count("- FuSIC, BM25 alone") == 2 and goal.count("- FuSIC, dense retriever") == 5  # fs, paths3, zs,
     assert "- FuSIC, dense retriever, 100 target shots" in goal  # and 25 and 100 target shots (the paper's 100)
-    assert "MetaQA, 1-hop: F1 90.0, 3.00 LLM calls/q (re-rank + generation + feedback) — met (n=10)" in goal
-    assert "| mini-world (Wikidata-style) → MetaQA, 1-hop | BM25 alone, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 10 | 10 | 10 | 9 | 9 | not saved |" in goal
+    assert "MetaQA dev (our reported part), 1-hop: F1 90.0, 3.00 LLM calls/q (re-rank + generation + feedback) — met (n=10)" in goal
+    assert "| mini-world (Wikidata-style) → MetaQA dev (our reported part), 1-hop | BM25 alone, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 10 | 10 | 10 | 9 | 9 | not saved |" in goal

@@ -120,8 +120,63 @@ def test_metaqa_target_per_hop_datasets(data_dir_or_skip):
     assert len(sample) == 100 and [q.qid for q in sample] == [q.qid for q in load_dataset("fusic:mw-wd>metaqa:test-3hop", sample=100)]
     with pytest.raises(DatasetError, match="test-1hop, test-2hop, test-3hop"):
         load_dataset("fusic:mw-wd>metaqa:test-4hop")
-    with pytest.raises(DatasetError, match="use test, pool or test-<N>hop"):
-        load_dataset("fusic:mw-wd>metaqa:dev")
+    with pytest.raises(DatasetError, match="use test, dev, pool, test-<N>hop or dev-<N>hop"):
+        load_dataset("fusic:mw-wd>metaqa:train")
+
+
+def _reported_qids(name: str) -> set[str]:
+    """The qids of the saved records (the default model's) of every cell of the ``fusic`` bench table on
+    task ``name``: the questions its report is scored on."""
+    from kgqa_lib import bench
+    from kgqa_lib.bench.core import Records
+
+    table = bench.get_table("fusic")
+    records = Records(table)
+    return {r["qid"] for c in table.cells if c.dataset.split(":")[1] == name for r in records(c.name)}
+
+
+@pytest.mark.parametrize("name", list(F.TASKS))
+def test_dev_part_is_disjoint_from_the_reported_questions_and_the_shots(name):
+    """Every target's dev part (``fusic:<task>:dev``, where settings are chosen) holds no reported question
+    (the task's test questions, and every question a saved record of the bench table is scored on), no
+    few shot (pool and reserve) and no source question — by id, by text and by gold query — each
+    question with a gold form; its size is the one the report prints (``dev_size``, also per hop);
+    the same questions on every call. A target with no spare question has none, and says why."""
+    from kgqa_lib.data.datasets import DatasetError, load_dataset
+
+    task = _task_or_skip(name)
+    dev = F.dev_questions(name)
+    dom = task.target
+    reported = set(map(_key, task.test))
+    recorded = _reported_qids(name)
+    assert recorded <= {k[0] for k in reported}  # the records are scored on the task's test questions only
+    shots = set(map(_key, F.target_shots(task, F.SHOT_POOL + len(F.domain_reserve(dom.name)))))
+    source = set(map(_key, task.source.questions))
+    keys = list(map(_key, dev))
+    assert len(set(keys)) == len(keys) and len({k[1] for k in keys}) == len(keys)
+    for other, what in ((reported, "a reported question"), (shots, "a few shot"), (source, "a source question")):
+        assert not {k[0] for k in keys} & {k[0] for k in other}, f"{name}: {what}'s qid is in the dev part"
+        assert not {k[1] for k in keys} & {k[1] for k in other}, f"{name}: {what}'s text is in the dev part"
+    assert not {k[0] for k in keys} & recorded
+    gold = lambda q: dom.gold(q).sparql(dom.profile)  # noqa: E731
+    used = {gold(q) for q in [*task.test, *F.target_shots(task, len(shots))] if dom.gold(q) is not None}
+    assert all(dom.gold(q) is not None for q in dev) and not {gold(q) for q in dev} & used
+    assert len(dev) == F.dev_size(name)
+    for h in sorted({q.metadata.get("hops") for q in dev} - {None}):
+        assert sum(q.metadata.get("hops") == h for q in dev) == F.dev_size(name, h)
+    assert [q.qid for q in F.dev_questions.__wrapped__(name)] == [q.qid for q in dev]
+    tgt = dom.name.partition("@")[0]
+    if dev:
+        assert [q.qid for q in load_dataset(f"fusic:{name}:dev")] == [q.qid for q in dev]
+    else:
+        assert tgt in F.DEV_NONE
+        with pytest.raises(DatasetError, match="has no questions"):
+            load_dataset(f"fusic:{name}:dev")
+    if tgt == "metaqa":  # DEV_PER_HOP further MetaQA dev questions per hop, outside the sampled set
+        assert {h: sum(q.metadata["hops"] == h for q in dev) for h in (1, 2, 3)} == {h: F.DEV_PER_HOP["metaqa"] for h in (1, 2, 3)}
+        assert all(q.qid.split("-")[2] == "dev" for q in dev)
+        assert not {q.qid for q in dev} & {q.qid for q in dom.questions}
+        assert [q.qid for q in load_dataset(f"fusic:{name}:dev-2hop")] == [q.qid for q in dev if q.metadata["hops"] == 2]
 
 
 def test_metaqa_reserve_adds_shots_outside_the_sampled_questions(data_dir_or_skip):

@@ -1,10 +1,15 @@
 """Transfer tasks: a source domain (retriever training data, zero-shot exemplars) and a target
-domain (few-shot pool, test questions), each a question set on its own KG schema."""
+domain (few-shot pool, test questions), each a question set on its own KG schema. A task's "test"
+questions are the part of the target's questions the benchmark reports (all of them, or a seeded
+sample): on MetaQA they are MetaQA *dev* questions (MetaQA's test set is not used). Each target
+also has a dev part (:func:`dev_questions`, ``fusic:<task>:dev``), disjoint from its test questions
+and its few shots, where settings are chosen."""
 
 from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -56,7 +61,33 @@ METAQA_PER_HOP = 200  # MetaQA dev questions sampled per hop (seeded): the pool'
 SHOT_RESERVE = {"metaqa": 90}
 STRATA = {"metaqa": "hops"}  # targets whose pool is dealt round-robin over this metadata key (so 5 shots
 # of MetaQA are hops 1, 2, 3, 1, 2 rather than whatever a shuffle gives)
-_SPLIT = re.compile(r"test-(\d+)hop")
+_SPLIT = re.compile(r"(test|dev)-(\d+)hop")
+#: The dev part of a target (:func:`dev_questions`): questions of the target's data outside its question
+#: set — so neither reported (the test questions, all of which a cell may report) nor few shots (the
+#: pool, the reserve) — none asking a gold query that one of those (or a source question) asks, each with
+#: a gold form in the target's KB. Settings are chosen there from now on. Where they come from, per
+#: target domain (``DEV_FROM``): MetaQA — further MetaQA dev questions beyond the METAQA_PER_HOP sample
+#: and the shots reserve, ``DEV_PER_HOP`` per hop (shuffled with their own seed, dealt over the hops); the
+#: mini-world — its templated question set, the questions of the domain's topics. A target with no spare
+#: question has an empty dev part, and ``DEV_NONE`` says why.
+DEV_PER_HOP = {"metaqa": 100}
+DEV_FROM = {
+    "metaqa": f"further MetaQA dev questions outside the seeded {METAQA_PER_HOP}-per-hop sample (so outside every "
+              f"reported question and the pool of {SHOT_POOL}) and outside the shots reserve",
+    **{d: "the mini-world's templated questions (a question set of its own, never reported by FuSIC) on the "
+          "target's topics" for d in ("mw-geo", "mw-cinema", "mw-all")},
+}
+DEV_NONE = {
+    "mw-geo": "the mini-world has no spare geography or technology question: the simple and multi-hop sets' are "
+              "the pool and the reported questions, and the templated set asks about films and people only",
+    "grailqa-tech": "the fragment KB holds the gold facts of ToG's 1,000-question sample of GrailQA dev only; that "
+                    "sample's technical-domain questions are the pool and the reported ones, and any other lacks a "
+                    "gold form in the fragment; a GrailQA question outside the sample has no facts in it",
+    "grailqa-nontech": "the fragment KB holds the gold facts of ToG's 1,000-question sample of GrailQA dev only, "
+                       "and every non-technical question of it is the domain's question set",
+    "grailqa": "every question of ToG's 1,000-question sample of GrailQA dev is the domain's question set, and no "
+               "other GrailQA question is under KGQA_DATA_DIR",
+}
 
 
 @dataclass
@@ -185,6 +216,82 @@ def domain_reserve(spec: str, seed: int = 0) -> tuple[Question, ...]:
     return tuple(out)
 
 
+def _dev_candidates(spec: str, seed: int) -> list[Question]:
+    """The target's questions a dev part may take from (:data:`DEV_FROM`), in the order it takes them;
+    [] for a target without (:data:`DEV_NONE`)."""
+    from ...data.datasets import load_dataset
+
+    name = spec.partition("@")[0]
+    if name == "metaqa":
+        rest = [q for s in DOMAINS[name][1] for q in load_dataset(f"{DOMAINS[name][0]}:{s}:dev")]
+        random.Random(f"dev:{seed}").shuffle(rest)  # a stream of its own: the reserve's order is untouched
+        return _dealt(rest, STRATA[name])
+    if DOMAINS[name][0] == "miniworld":
+        prefixes = DOMAINS[name][2]
+        return [q for q in load_dataset("miniworld:templated") if q.kind == "factoid"
+                and (q.metadata.get("topic_keys") or [""])[0].startswith(prefixes)]
+    return []
+
+
+@lru_cache(maxsize=8)
+def dev_questions(name: str, seed: int = 0) -> tuple[Question, ...]:
+    """The task's dev part (:data:`DEV_FROM`): target questions outside the target's question set (so
+    neither reported nor pooled), outside its shots reserve and the source's questions — by id, by
+    text and by gold query (a paraphrase of a reported question is left out) — each with a gold form
+    in the target's KB; MetaQA: :data:`DEV_PER_HOP` per hop. Empty where the target has no spare
+    question (:data:`DEV_NONE`)."""
+    t = get_task(name, seed)
+    dom = t.target
+    kept = [*dom.questions, *t.pool, *t.test, *domain_reserve(dom.name, seed), *t.source.questions]
+    ids, texts = {q.qid for q in kept}, {_norm(q.question) for q in kept}
+    golds = set()
+    for q in [*dom.questions, *domain_reserve(dom.name, seed)]:
+        g = dom.gold(q)
+        if g is not None:
+            golds.add(g.sparql(dom.profile))
+    name = dom.name.partition("@")[0]
+    per = DEV_PER_HOP.get(name)
+    out: list[Question] = []
+    taken: Counter = Counter()
+    for q in _dev_candidates(dom.name, seed):
+        hop = q.metadata.get("hops")
+        if per is not None and len(out) == per * len(DOMAINS[name][1]):
+            break
+        if per is not None and taken[hop] >= per:
+            continue
+        if q.qid in ids or _norm(q.question) in texts:
+            continue
+        g = dom.gold(q)
+        key = g.sparql(dom.profile) if g is not None else None
+        if not key or key in golds:
+            continue
+        out.append(q)
+        ids.add(q.qid)
+        texts.add(_norm(q.question))
+        golds.add(key)
+        taken[hop] += 1
+    return tuple(out)
+
+
+#: KGs that live under KGQA_DATA_DIR (their questions too): a dev part there is sized by declaration
+EXTERNAL_KGS = ("metaqa", "grailqa", "grailqa-fragment")
+
+
+def dev_size(name: str, hops: int | None = None) -> int:
+    """The number of questions in the task's dev part (of ``hops`` hops when given), known without the
+    external data, so a report can print it anywhere: on a target under KGQA_DATA_DIR the declared size
+    (:data:`DEV_PER_HOP` per hop; 0 for a target in :data:`DEV_NONE`) — the unit tests check it against
+    :func:`dev_questions` when the data is there; on the mini-world (committed data) counted."""
+    tgt = TASKS[name][1].partition("@")[0]
+    if DOMAINS[tgt][0] in EXTERNAL_KGS:
+        if tgt in DEV_PER_HOP:
+            return DEV_PER_HOP[tgt] * (1 if hops is not None else len(DOMAINS[tgt][1]))
+        if tgt not in DEV_NONE:
+            raise ValueError(f"{name}: the target {tgt} declares no dev part size (DEV_PER_HOP) nor why it has none")
+        return 0
+    return sum(1 for q in dev_questions(name) if hops is None or q.metadata.get("hops") == hops)
+
+
 def target_shots(task: Task, shots: int) -> list[Question]:
     """The first ``shots`` target few shots: the pool's (SHOT_POOL), then the target's reserve
     (:data:`SHOT_RESERVE`, MetaQA only). Raises ``ValueError`` when the target holds fewer."""
@@ -200,8 +307,10 @@ def target_shots(task: Task, shots: int) -> list[Question]:
 
 
 def task_dataset(name: str, split: str = "test") -> Dataset:
-    """``fusic:geo-wd>cinema-fb`` → the target's test questions; ``:pool`` → the few-shot pool;
-    ``:test-2hop`` → the test questions of that many hops (MetaQA: ``fusic:mw-wd>metaqa:test-3hop``)."""
+    """``fusic:geo-wd>cinema-fb`` → the target's test questions (the reported part); ``:pool`` → the
+    few-shot pool; ``:dev`` → the dev part (:func:`dev_questions`, where settings are chosen);
+    ``:test-2hop`` / ``:dev-2hop`` → those of that many hops (MetaQA: ``fusic:mw-wd>metaqa:test-3hop``,
+    ``fusic:mw-wd>metaqa:dev-3hop``)."""
     from ...data.datasets import DatasetError
 
     t = get_task(name)
@@ -210,18 +319,26 @@ def task_dataset(name: str, split: str = "test") -> Dataset:
         qs = t.test
     elif split == "pool":
         qs = t.pool
-    elif m:
-        qs = [q for q in t.test if q.metadata.get("hops") == int(m.group(1))]
+    elif split == "dev":
+        qs = list(dev_questions(name))
         if not qs:
-            hops = sorted({q.metadata["hops"] for q in t.test if "hops" in q.metadata})
+            raise DatasetError(f"fusic:{name}:dev has no questions: "
+                               + DEV_NONE.get(t.target.name.partition("@")[0], "the target has no spare question"))
+    elif m:
+        part = t.test if m.group(1) == "test" else list(dev_questions(name))
+        qs = [q for q in part if q.metadata.get("hops") == int(m.group(2))]
+        if not qs:
+            hops = sorted({q.metadata["hops"] for q in part if "hops" in q.metadata})
             raise DatasetError(f"fusic:{name}:{split} has no questions; "
-                               + (f"its hops: {', '.join(f'test-{h}hop' for h in hops)}" if hops else
-                                  "its questions carry no hop count (use :test or :pool)"))
+                               + (f"its hops: {', '.join(f'{m.group(1)}-{h}hop' for h in hops)}" if hops else
+                                  f"its questions carry no hop count (use :{m.group(1)} or :pool)"))
     else:
-        raise DatasetError(f"Unknown split {split!r} of fusic:{name}: use test, pool or test-<N>hop (e.g. test-1hop)")
+        raise DatasetError(f"Unknown split {split!r} of fusic:{name}: use test, dev, pool, test-<N>hop or dev-<N>hop "
+                           "(e.g. test-1hop)")
     return Dataset(f"fusic:{name}:{split}", qs, kg=t.target.kg_name,
                    source_files=t.source.source_files + t.target.source_files)
 
 
-# FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots
+# FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots,
+# ``fusic:<task>:dev`` its dev part
 register("fusic", lambda task, split="test": task_dataset(task, split))
