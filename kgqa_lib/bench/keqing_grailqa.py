@@ -2,13 +2,20 @@
 Hits@1 and F1 overall, by GrailQA level and by chain / non-chain question, beside the paper's
 GrailQA rows (appendix C, Tables 5 and 6); decomposition accuracy on the chain questions; costs.
 
-One cell, the paper's four stages with the default settings, on a seeded sample of ``keqing:grailqa``
+Two cells, the paper's four stages with the default settings on a seeded sample of ``keqing:grailqa``
 (the fragment's questions outside the pool the templates and exemplars come from, see
-:mod:`kgqa_lib.methods.keqing`). GrailQA's questions and answers must not enter the repository, so the
-saved records are stripped (:func:`strip`): :func:`kgqa_lib.bench.keqing.strip_full`'s fields, plus per
-question its GrailQA level, chain length, whether the template bank covers every hop of its gold chain,
-the decomposition check (chain and seed) and the gold-chain ceiling (the gold chain executed as Keqing
-executes chains) — computed when the record is saved, with the data there; no text, no entity names."""
+:mod:`kgqa_lib.methods.keqing`), which differ only in where a question's topic entities come from:
+``keqing_grailqa`` links them from the question text (``topics=linked``, the default: GrailQA gives no
+topics at test time) and ``keqing_grailqa_oracle`` reads them off the gold s-expression
+(``topics=oracle``, an oracle, reported beside it and labelled so). The oracle cell's records were made
+before the setting existed, when the oracle was Keqing's only behaviour on GrailQA (:data:`PROVENANCE`).
+
+GrailQA's questions and answers must not enter the repository, so the saved records are stripped
+(:func:`strip`): :func:`kgqa_lib.bench.keqing.strip_full`'s fields, plus per question its GrailQA level,
+chain length, whether the template bank covers every hop of its gold chain, the decomposition check
+(chain and seed), the gold-chain ceiling (the gold chain executed as Keqing executes chains) and, for
+linked topics, how many of the gold graph query's entities were linked — computed when the record is
+saved, with the data there; no text, no entity names."""
 
 from __future__ import annotations
 
@@ -17,11 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluate.report import summarize
+from ..evaluate.report import format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, register
 from .keqing import _rate, stage, strip_full
 
 SAMPLE = 200
+LINKED, ORACLE = "keqing_grailqa", "keqing_grailqa_oracle"  # the two cells: topics linked (default) / ORACLE
+PROVENANCE = ("the records of `keqing_grailqa_oracle` were saved at commits 6922224 (43 questions) and 863fa69 (all "
+              "200) as `keqing_grailqa`, by its command without `--set topics=oracle`: the setting did not exist yet and "
+              "the gold s-expression's topic was Keqing's only behaviour on GrailQA (what `topics=oracle` reproduces); "
+              "their settings hold no `topics`, their config hash (e73c8dd60329) is of those commits")
 LEVELS = ("i.i.d.", "compositional", "zero-shot")
 # Keqing paper, appendix C (GrailQA dev), as (EM, F1) in percent. Table 5: column "Overall";
 # Table 6: columns "IID", "Compositional", "Zero-shot".
@@ -65,6 +77,9 @@ def grailqa_fields(r: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"{r['qid']} is not a keqing:grailqa test question")
     chain = K.gold_chain(q)
     out: dict[str, Any] = {"level": q.metadata.get("level"), "chain": bool(chain), "hops": len(chain)}
+    topics = stage(r, "topics")
+    if topics and topics.get("source") == "linked":
+        out["topics"] = topic_linking(q, topics)
     if chain:
         kg = load_named(K.GRAILQA_KG)
         bank = K.bank_for(K.GRAILQA_KG)
@@ -72,6 +87,22 @@ def grailqa_fields(r: dict[str, Any]) -> dict[str, Any]:
         out.update(covered=all((h,) in bank.canonical for h in chain),
                    decomposition={k: d[k] for k in ("chain_correct", "seed_correct", "correct")},
                    gold_chain=gold_chain_score(q, kg))
+    return out
+
+
+def topic_linking(q, topics: dict[str, Any]) -> dict[str, Any]:
+    """Counts of a linked-topics record (its ``topics`` stage) against the gold: entities linked, the
+    gold graph query's entities and how many of them were linked, and for a chain question whether its
+    topic (the chain's start) was."""
+    from ..data.grailqa import FB
+    from ..methods import keqing as K
+
+    linked = {m.get("entity") for m in topics.get("mentions") or []}
+    gold = {FB + i for i in q.metadata.get("topic_ids") or []}
+    found = K.sexpr_chain(q.gold_query.get("s_expression", ""))
+    out = {"linked": len(linked), "gold": len(gold), "gold_linked": len(gold & linked)}
+    if found:
+        out["chain_topic_linked"] = FB + found[0] in linked
     return out
 
 
@@ -101,41 +132,27 @@ def _row(label: str, recs: list[dict[str, Any]], paper_key: str, total: int) -> 
             f"{_rate([r['metrics']['f1'] for r in recs])} | {ceiling} | {_paper(paper_key)} |")
 
 
-def report(records: Records) -> str:
-    from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
+LABELS = {LINKED: "linked (default)", ORACLE: "ORACLE: gold topic"}
+TITLES = {LINKED: "Linked topics (the default, `topics=linked`)",
+          ORACLE: "ORACLE topics (`topics=oracle`: the gold s-expression's entity — not a GrailQA setting)"}
 
-    cell = TABLE.cells[0]
-    recs = records(cell.name)
-    lines = ["# Keqing on GrailQA dev, the shared Freebase fragment (local model)", "",
-             f"`{cell.command()}`", "",
-             "The paper's four stages with the default settings (decomposition, top-1 template, chain execution, "
-             "candidate selection by the LLM, response). Questions: a seeded sample of `keqing:grailqa`, the GrailQA "
-             f"dev questions of the shared fragment outside the pool ({GRAILQA_POOL_FRACTION:.0%} of them, seed "
-             f"{GRAILQA_SPLIT_SEED}, stratified by level) that the template bank (its one-hop chain questions) and the "
-             "decomposition exemplars (its chain questions) come from. `chain`: the gold s-expression is a relation "
-             "chain from one entity (the outer answer-type class aside); `non-chain`: constraints, a second entity or "
-             "class, counts, superlatives, comparatives — no gold chain, never a template, answered as Keqing can. "
-             "`covered`: every hop of the gold chain has a template in the bank. `gold-chain ceiling`: the gold chain "
-             "executed as Keqing executes chains (topic linked by name, never an answer), over the row's chain "
-             "questions.", "",
-             "Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
-             f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets, "
-             "as fractions. The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is "
-             "not that metric. Its F1 is answer F1, as ours, but over all "
-             f"{PAPER_DEV:,} dev questions on full Freebase, with templates from {PAPER_TRAIN:,} training questions "
-             "and a fine-tuned LLaMA-7B; here the GrailQA dev sample of KGQA_DATA_DIR (`grailqa_ToG_1000.json`), a "
-             "fragment holding only its questions' gold facts, templates from the pool split of the same questions, "
-             f"and the local model ({', '.join(sorted({str(r.get('model_id')) for r in recs})) or 'not run yet'}) "
-             "without fine-tuning. GrailQA's levels are relative to its training set, which is not here; relative to "
-             "our pool, `covered` says what the bank holds.", ""]
+
+def _linking(recs: list[dict[str, Any]]) -> str:
+    """Of the chain questions of linked-topics records: how often the chain's topic was linked."""
+    t = [_g(r)["topics"] for r in recs if _g(r).get("chain") and "chain_topic_linked" in (_g(r).get("topics") or {})]
+    return f"{sum(x['chain_topic_linked'] for x in t)}/{len(t)}" if t else "—"
+
+
+def _details(recs: list[dict[str, Any]], cell: Cell) -> list[str]:
+    """One cell's tables: by level and kind, decomposition, cost (or its rows marked not run yet)."""
     head = ("| questions | n | share | Hits@1 [95% CI] | F1 [95% CI] | gold-chain ceiling Hits@1 / F1 | "
             + " | ".join(f"paper {m}: F1 (EM)" for m in PAPER) + " |")
-    lines += [head, "|" + "---|" * (6 + len(PAPER))]
+    lines = [head, "|" + "---|" * (6 + len(PAPER))]
     if not recs:
         lines.append(f"| all | 0 | not run yet ({cell.name}.jsonl) | | | | {_paper('all')} |")
         for lv in LEVELS:
             lines.append(f"| {lv} | 0 | not run yet | | | | {_paper(lv)} |")
-        return "\n".join(lines) + "\n"
+        return lines
     n = len(recs)
     chain = [r for r in recs if _g(r).get("chain")]
     rows = [("all", recs, "all")] + [(lv, [r for r in recs if _g(r).get("level") == lv], lv) for lv in LEVELS] + [
@@ -143,7 +160,7 @@ def report(records: Records) -> str:
         ("— not covered", [r for r in chain if not _g(r).get("covered")], ""),
         ("non-chain", [r for r in recs if not _g(r).get("chain")], "")]
     lines += [_row(label, rs, key, n) for label, rs, key in rows]
-    lines += ["", "## By level and kind", "",
+    lines += ["", "### By level and kind", "",
               "| level | chain: n | covered | Hits@1 | non-chain: n | Hits@1 |", "|---|---|---|---|---|---|"]
     for lv in LEVELS:
         c = [r for r in chain if _g(r).get("level") == lv]
@@ -151,7 +168,7 @@ def report(records: Records) -> str:
         lines.append(f"| {lv} | {len(c)} | {sum(1 for r in c if _g(r).get('covered'))} | "
                      f"{_rate([r['metrics']['hits@1'] for r in c]) if c else '—'} | {len(o)} | "
                      f"{_rate([r['metrics']['hits@1'] for r in o]) if o else '—'} |")
-    lines += ["", "## Decomposition (chain questions)", "",
+    lines += ["", "### Decomposition (chain questions)", "",
               "`chain right`: the top-1 templates' chains, concatenated, are the gold chain (the paper's decomposition "
               "accuracy); `seed right`: the first sub-question's seed names link to the topic entity; `both`: the "
               "two.", "",
@@ -169,7 +186,7 @@ def report(records: Records) -> str:
     calls = {k: sum((r.get("stages") or {}).get("calls", {}).get(k, 0) for r in recs) / n
              for k in ("decompose", "reasoning", "respond")}
     unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d.get("error") == "fallback")
-    lines += ["", "## Cost and failures", "",
+    lines += ["", "### Cost and failures", "",
               "| n | calls/q (decompose + reasoning + respond) | tokens/q | s/q (mean / median) | unparseable "
               "decompositions | no answer |", "|---|---|---|---|---|---|",
               f"| {n} | {row['calls/q']:.2f} ({calls['decompose']:.2f} + {calls['reasoning']:.2f} + "
@@ -177,6 +194,63 @@ def report(records: Records) -> str:
               f"{float(np.median([r['seconds'] for r in recs])):.2f} | {unparse} | "
               f"{sum(1 for r in recs if not r['prediction'])} |", "",
               "s/q is wall time per question on 2 cores, including stretches where other jobs shared the cores."]
+    return lines
+
+
+def report(records: Records) -> str:
+    from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
+
+    cells = {c.name: c for c in TABLE.cells}
+    recs = {name: records(name) for name in cells}
+    models = sorted({str(r.get("model_id")) for rs in recs.values() for r in rs})
+    lines = ["# Keqing on GrailQA dev, the shared Freebase fragment (local model)", "",
+             "Two cells, the same questions and settings but for where a question's topic entities come from:", "",
+             f"- `{LINKED}` — **{LABELS[LINKED]}**: `{cells[LINKED].command()}`",
+             f"- `{ORACLE}` — **{LABELS[ORACLE]}**: `{cells[ORACLE].command()}`", "",
+             "The paper's four stages with the default settings (decomposition, top-1 template, chain execution, "
+             "candidate selection by the LLM, response). Questions: a seeded sample of `keqing:grailqa`, the GrailQA "
+             f"dev questions of the shared fragment outside the pool ({GRAILQA_POOL_FRACTION:.0%} of them, seed "
+             f"{GRAILQA_SPLIT_SEED}, stratified by level) that the template bank (its one-hop chain questions) and the "
+             "decomposition exemplars (its chain questions) come from. `chain`: the gold s-expression is a relation "
+             "chain from one entity (the outer answer-type class aside); `non-chain`: constraints, a second entity or "
+             "class, counts, superlatives, comparatives — no gold chain, never a template, answered as Keqing can. "
+             "`covered`: every hop of the gold chain has a template in the bank. `gold-chain ceiling`: the gold chain "
+             "executed as Keqing executes chains (topic linked by name, never an answer), over the row's chain "
+             "questions.", "",
+             "Topics: GrailQA gives no topic entities at test time. Keqing uses a question's topics three ways: they "
+             "are never an answer, their mention is masked in the question template that picks the decomposition "
+             "exemplars, and they seed a sub-question the decomposition gave no usable seed. `topics=linked` (the "
+             "default) links them from the question text alone with FuSIC's entity linker (exact label/alias matches "
+             "of question spans, longest first; the longest mention is the one masked). `topics=oracle` reads them "
+             "off the gold s-expression (the chain's entity and its verbatim mention): an **oracle**, shown for "
+             f"comparison, never a GrailQA result. Provenance: {PROVENANCE}.", "",
+             "Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
+             f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets, "
+             "as fractions. The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is "
+             "not that metric. Its F1 is answer F1, as ours, but over all "
+             f"{PAPER_DEV:,} dev questions on full Freebase, with templates from {PAPER_TRAIN:,} training questions "
+             "and a fine-tuned LLaMA-7B; here the GrailQA dev sample of KGQA_DATA_DIR (`grailqa_ToG_1000.json`), a "
+             "fragment holding only its questions' gold facts, templates from the pool split of the same questions, "
+             f"and the local model ({', '.join(models) or 'not run yet'}) "
+             "without fine-tuning. GrailQA's levels are relative to its training set, which is not here; relative to "
+             "our pool, `covered` says what the bank holds.", "",
+             "## Both settings", "",
+             "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities. "
+             "`linked − oracle`: the paired difference in Hits@1 on the questions both cells answered, in points, with "
+             "its 95% CI.", "",
+             "| topics | cell | n | Hits@1 [95% CI] | F1 [95% CI] | chain topic linked | linked − oracle Hits@1 | "
+             + " | ".join(f"paper {m}: F1 (EM)" for m in PAPER) + " |", "|" + "---|" * (7 + len(PAPER))]
+    for name in (LINKED, ORACLE):
+        rs = recs[name]
+        if not rs:
+            lines.append(f"| {LABELS[name]} | `{name}` | 0 | not run yet | | | | {_paper('all')} |")
+            continue
+        gain = (format_gain(paired_gain(rs, recs[ORACLE], "hits@1")) if name == LINKED and recs[ORACLE] else "—")
+        lines.append(f"| {LABELS[name]} | `{name}` | {len(rs)} | {_rate([r['metrics']['hits@1'] for r in rs])} | "
+                     f"{_rate([r['metrics']['f1'] for r in rs])} | {_linking(rs) if name == LINKED else '—'} | {gain} | "
+                     f"{_paper('all')} |")
+    for name in (LINKED, ORACLE):
+        lines += ["", f"## {TITLES[name]}", "", f"`{name}`.", ""] + _details(recs[name], cells[name])
     return "\n".join(lines) + "\n"
 
 
@@ -202,8 +276,10 @@ def webqsp_coverage() -> dict[str, int]:
 
 TABLE = register(Table(
     name="keqing_grailqa", title="Keqing on GrailQA dev over the shared Freebase fragment, four stages (local model)",
-    cells=(Cell("keqing_grailqa", "keqing", "keqing:grailqa", SAMPLE,
-                ("--sample", str(SAMPLE), "--llm", "local", "--no-transcripts")),),
+    cells=(Cell(LINKED, "keqing", "keqing:grailqa", SAMPLE,
+                ("--sample", str(SAMPLE), "--llm", "local", "--no-transcripts")),
+           Cell(ORACLE, "keqing", "keqing:grailqa", SAMPLE,
+                ("--sample", str(SAMPLE), "--llm", "local", "--set", "topics=oracle", "--no-transcripts"))),
     report=report, output="keqing_grailqa.md", strip=strip, records="keqing_grailqa",
-    source="Keqing paper, appendix C, Tables 5 and 6 (GrailQA dev)",
+    source="Keqing paper, appendix C, Tables 5 and 6 (GrailQA dev)", provenance=PROVENANCE,
 ))

@@ -112,6 +112,119 @@ class Dataset:
 
 
 # --------------------------------------------------------------------------------------------
+# Gold: what a method never reads of the question it answers
+# --------------------------------------------------------------------------------------------
+# A method reads a test question's ``qid``, ``question`` text, ``kind``, and the annotations its
+# dataset gives at test time — never its gold. The gold of a Question, in one place (the evaluation,
+# the dataset builders and the training side — pools, exemplars, retriever training data — may read
+# it; ``tests/unit/test_no_gold.py`` runs every registered method on questions as given and with all
+# of it replaced by garbage, :func:`without_gold`, and asserts the same prompts, predictions and traces):
+#
+# * ``answers`` — the gold answers (open questions: the reference texts);
+# * every value of ``gold_query`` — ``sparql``/``sparql_wikidata``/``sparql_freebase``, ``path`` (the
+#   gold relation chain), ``form``, ``s_expression``, ``relation``, …;
+# * the metadata keys of :data:`GOLD_METADATA`;
+# * the topic annotations (:data:`TOPIC_METADATA` and ``topic_entities``) of a dataset that gives none at
+#   test time (:data:`TOPICS_AT_TEST`): there they are read off the gold logical form.
+#
+# Declared oracles are the exception, each a named setting, off by default: FuSIC's
+# ``oracle_linking`` and Keqing's ``topics=oracle``.
+
+#: Metadata keys that hold gold or are derived from it, by the loader or builder that sets them.
+GOLD_METADATA: dict[str, str] = {
+    "qtype": "MetaQA: the gold relation path's type (director_to_movie_to_language)",
+    "hops": "MetaQA, the mini-world, tiny: the gold path's length",
+    "template": "mini-world templated: the gold path's template (movie_to_director)",
+    "property": "mini-world simple: the gold relation",
+    "form": "mini-world multi-hop: the kind of gold logical form (path, compare, argmax, …)",
+    "style": "mini-world open: the kind of answer the references give (describe, list, compare, …)",
+    "domain": "mini-world open: the domain the question and its references were written for",
+    "ambiguous": "mini-world simple: the topic's label names several entities (set from the gold entity)",
+    "same_label": "mini-world simple: the entities sharing the gold topic's label",
+    "temporal": "mini-world simple: the gold answer depends on a date",
+    "recent": "mini-world simple: the gold fact is recent",
+    "graph_query": "GrailQA: the gold graph query (entity and class nodes, relations)",
+    "answer_ids": "GrailQA, QALD-10, WebQSP: the gold answers' ids",
+    "dataset_answers": "GrailQA fragment: GrailQA's own gold answers",
+    "function": "GrailQA: the gold logical form's function (none, count)",
+    "level": "GrailQA: the generalisation level, from the gold logical form against GrailQA's training set",
+    "domains": "GrailQA: the gold logical form's Freebase domains",
+    "chain": "Keqing on GrailQA (keqing.grailqa_question): the gold s-expression is a relation chain",
+}
+#: Topic annotations: the topic entities' marked mention and ids (and ``Question.topic_entities``) —
+#: given at test time by some datasets, gold elsewhere (:data:`TOPICS_AT_TEST`).
+TOPIC_METADATA: dict[str, str] = {
+    "raw": "the question with the topic's mention in brackets (MetaQA's own text; mini-world templated; Keqing "
+           "on GrailQA: from the gold s-expression)",
+    "topic_ids": "the topic entities' ids (GrailQA: its graph query's entity nodes; QALD-10, SimpleQuestions, "
+                 "WebQSP: from the gold query or parse)",
+    "topic_keys": "mini-world: the topic entities' keys in the mini-world's tables",
+}
+#: Metadata keys that are no gold: what a method may read.
+OPEN_METADATA: dict[str, str] = {
+    "profile": "the KG schema profile the question is asked against (freebase, wikidata)",
+}
+#: Does a dataset give its questions' topic entities at test time? By dataset (the ``name`` of a
+#: ``name:part:split`` spec, found from the qid, :func:`question_source`). Where it does not, the topic
+#: annotations are gold: a method links the question text itself (or runs a declared oracle).
+TOPICS_AT_TEST: dict[str, bool] = {
+    "metaqa": True,  # MetaQA marks the topic in the question text: "what films did [Nolan] direct"
+    "miniworld": True,  # our own sets: every question comes with its topic annotation, for the methods to use
+    "tiny": True,  # the quickstart's set, annotated as the mini-world
+    "grailqa": False,  # GrailQA gives none: its entity nodes are part of the gold graph query
+    "qald10": False,  # QALD-10 gives none: the tog part's come from ToG's files, the full part's from the gold query
+    "simplequestions": False,  # the topic is the gold fact's subject (ToG's file copies it)
+    "webqsp": False,  # the topic mid is part of WebQSP's gold parse (the AoG/ToG files copy it)
+}
+#: qid prefix → dataset, as the loaders name their questions (FuSIC's, Keqing's and PG&AKV's sets keep them).
+QID_PREFIXES: dict[str, str] = {"metaqa-": "metaqa", "mw-": "miniworld", "tiny-": "tiny", "grailqa-": "grailqa",
+                                "qald10-": "qald10", "sq-tog-": "simplequestions", "WebQTest-": "webqsp",
+                                "WebQTrn-": "webqsp"}
+
+
+def question_source(q: Question) -> str | None:
+    """The dataset a question comes from, by its qid (:data:`QID_PREFIXES`); None for a user's own file."""
+    return next((name for prefix, name in QID_PREFIXES.items() if str(q.qid).startswith(prefix)), None)
+
+
+def topics_at_test(q: Question) -> bool:
+    """Whether the question's dataset gives its topic entities at test time (:data:`TOPICS_AT_TEST`; a
+    user's own file: its annotations are the user's input, so yes)."""
+    return TOPICS_AT_TEST.get(question_source(q) or "", True)
+
+
+def _garble(value: Any, garbage: str, n: list[int]) -> Any:
+    """A value of the same shape as ``value`` that differs from it."""
+    n[0] += 1
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 7919
+    if isinstance(value, float):
+        return value + 0.5
+    if isinstance(value, dict):
+        return {k: _garble(v, garbage, n) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_garble(v, garbage, n) for v in value] or [f"{garbage} {n[0]}"]
+    return f"{garbage} {n[0]}"
+
+
+def without_gold(q: Question, garbage: str = "xyzzy") -> Question:
+    """``q`` with every gold field replaced by garbage of the same shape (strings by ``"<garbage> <n>"``,
+    numbers shifted, flags flipped): ``answers``, every ``gold_query`` value, the :data:`GOLD_METADATA`
+    keys and, where the dataset gives no topics at test time (:func:`topics_at_test`),
+    ``topic_entities`` and the :data:`TOPIC_METADATA` keys. The qid, the question text, the kind and the
+    other metadata stay. A method (its declared oracles aside) must answer it as it answers ``q``."""
+    n = [0]
+    topics = not topics_at_test(q)
+    meta = {k: (_garble(v, garbage, n) if k in GOLD_METADATA or (topics and k in TOPIC_METADATA) else v)
+            for k, v in q.metadata.items()}
+    return Question(q.qid, q.question, _garble(list(q.answers), garbage, n),
+                    _garble(list(q.topic_entities), garbage, n) if topics else list(q.topic_entities), q.kind,
+                    {k: _garble(v, garbage, n) for k, v in q.gold_query.items()}, meta)
+
+
+# --------------------------------------------------------------------------------------------
 # MetaQA
 # --------------------------------------------------------------------------------------------
 METAQA_DOWNLOAD = (

@@ -30,11 +30,17 @@ GrailQA (``keqing:grailqa``) runs on the shared Freebase fragment (KG ``grailqa-
 the gold facts of the 1,000 GrailQA dev questions). The fragment's questions are split once, seeded
 and stratified by GrailQA level: :data:`GRAILQA_POOL_FRACTION` of them are the pool (templates and
 exemplars), the rest is the test set (``keqing:grailqa``; ``keqing:grailqa:pool`` gives the pool).
-What Keqing needs is derived from each question's gold s-expression (:func:`grailqa_question`): the
-topic entity and relation chain of a pure relation chain from one entity (:func:`sexpr_chain`), and
+What Keqing needs of a *pool* question is derived from its gold s-expression (:func:`grailqa_question`):
+the topic entity and relation chain of a pure relation chain from one entity (:func:`sexpr_chain`), and
 the question text with the topic's mention in brackets (``metadata["raw"]``) when the mention occurs
 in it. Questions with constraints or aggregations have no chain: they never make templates or
-exemplars, and stay in the test set (``metadata["chain"]`` False), answered as Keqing can.
+exemplars, and stay in the test set (``metadata["chain"]`` False), answered as Keqing can. GrailQA
+gives no topic entities at test time, so the test questions' gold-derived topic and mention are gold
+(:data:`kgqa_lib.data.datasets.TOPICS_AT_TEST`), read only by the evaluation: Keqing links a test
+question's topic entities from its text with FuSIC's entity linker (:func:`question_topics`, setting
+``topics=linked``, the default); ``topics=oracle`` reads the gold-derived ones — an oracle, labelled as
+such (the first ``keqing_grailqa`` records were made with it, before the setting existed). On MetaQA
+(topics marked in the question text) and the mini-world (annotated) the dataset's topics are used either way.
 Measured (1,000 fragment questions): pool 600, test 400; chain questions 901 (1-hop 686, 2-hop 206,
 3-hop 9); the test set holds 41 non-chain questions. 3 chain questions do not name their topic verbatim
 (a plural, a typo); the one in the pool makes no template. The bank: 388 templates over 267
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -153,7 +160,10 @@ def grailqa_question(q: Question) -> Question:
     """A fragment question with what Keqing needs, from its gold s-expression: for a chain question
     the topic entity alone as ``topic_entities``, the chain as ``gold_query["path"]`` (``r1/^r2``) and,
     when its mention occurs verbatim, ``metadata["raw"]`` with the mention in brackets (a question
-    without it never becomes a template). ``metadata["chain"]`` says which kind it is."""
+    without it never becomes a template). ``metadata["chain"]`` says which kind it is. All of it is
+    gold: the pool's templates and exemplars are made of it, and the evaluation reads it (decomposition
+    check, gold-chain ceiling); of a test question the method reads it only as the declared oracle
+    ``topics=oracle`` (:func:`question_topics`)."""
     found = sexpr_chain(q.gold_query.get("s_expression", ""))
     meta, gold_query, topics = dict(q.metadata), dict(q.gold_query), list(q.topic_entities)
     meta["chain"] = found is not None
@@ -286,6 +296,55 @@ def embed_bank(bank: TemplateBank, embedder) -> TemplateBank:
     if bank.vectors is None:
         bank.vectors = embedder.encode([t.text for t in bank.templates])
     return bank
+
+
+# --------------------------------------------------------------------------------------------
+# Before the stages: the question as Keqing may read it (its topic entities)
+# --------------------------------------------------------------------------------------------
+TOPIC_MODES = ("linked", "oracle")
+
+
+@dataclass
+class Topics:
+    """A test question's topic entities as Keqing uses them (topic exclusion, the masked template that
+    picks the exemplars, fallback seeds) and where they came from: ``given`` (the dataset gives them at
+    test time: MetaQA's brackets, the mini-world's annotations), ``linked`` (FuSIC's entity linker on the
+    question text and the KG) or ``oracle`` (the dataset's gold-derived annotation: ``topics=oracle``)."""
+
+    source: str
+    names: list[str]
+    raw: str | None = None  # the question with the topic's mention in brackets (None: no mention)
+    mentions: list[dict[str, str]] = field(default_factory=list)  # linked: span, entity, label of each
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "names": self.names, "raw": self.raw, "mentions": self.mentions}
+
+
+def question_topics(q: Question, kg, embedder=None, mode: str = "linked") -> Topics:
+    """The topic entities of the question being answered. A dataset that gives them at test time
+    (:func:`kgqa_lib.data.datasets.topics_at_test`) is read as it is, whatever ``mode``. Otherwise
+    (GrailQA), ``linked``: FuSIC's linker (:func:`kgqa_lib.methods.fusic.linking.link_entities`, exact
+    label/alias matches of question spans, longest first) on the question text alone — the linked
+    entities' labels, the first (longest) mention in brackets; ``oracle``: the dataset's gold-derived
+    annotation (GrailQA: the gold s-expression's entity, :func:`grailqa_question`)."""
+    from ..data.datasets import topics_at_test
+
+    if mode not in TOPIC_MODES:
+        raise ValueError(f"unknown topics {mode!r}; use one of {', '.join(TOPIC_MODES)}")
+    if topics_at_test(q) or mode == "oracle":
+        return Topics("given" if topics_at_test(q) else "oracle", list(q.topic_entities), q.metadata.get("raw"))
+    from .fusic.linking import link_entities
+
+    linking = link_entities(Question(q.qid, q.question, []), kg, embedder)  # the text, nothing else
+    names = list(dict.fromkeys(m.label for m in linking.mentions if m.label))
+    raw = bracket_mention(q.question, linking.mentions[0].span) if linking.mentions else None
+    return Topics("linked", names, raw, [{"span": m.span, "entity": m.iri, "label": m.label} for m in linking.mentions])
+
+
+def as_read(q: Question, topics: Topics) -> Question:
+    """What the stages read of the question being answered: its qid, text and kind, and the topics
+    (``metadata["raw"]`` the bracketed mention) — no answers, no gold query, no other metadata."""
+    return Question(q.qid, q.question, [], list(topics.names), q.kind, {}, {"raw": topics.raw} if topics.raw else {})
 
 
 # --------------------------------------------------------------------------------------------
@@ -978,6 +1037,10 @@ class KeqingSettings(Settings):
                                                               "paper) or of the last only (earlier ones keep all)")
     decomposition_only: bool = setting(False, "the decomposition-only configuration (the first MetaQA benchmark): "
                                               "reasoning=group, no response — the four stages when false")
+    topics: Literal["linked", "oracle"] = setting(
+        "linked", "topic entities of a question whose dataset gives none at test time (GrailQA): linked = FuSIC's "
+                  "entity linker on the question text; oracle = ORACLE, the dataset's gold-derived ones (GrailQA: the "
+                  "gold s-expression's entity). Where the dataset gives them (MetaQA, the mini-world): those, either way")
 
 
 def settings_of(ctx: Context) -> dict[str, Any]:
@@ -1008,7 +1071,11 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     one selection call may show), ``reason_steps`` (every | last: reason over every sub-question's
     candidates, as the paper, or the last one's only), ``decomposition_only`` (false: the paper's four
     stages; true: decomposition and retrieval only, i.e. ``reasoning=group respond=false``, the
-    configuration of the first MetaQA benchmark)."""
+    configuration of the first MetaQA benchmark), ``topics`` (linked | oracle: the topic entities of a
+    question whose dataset gives none at test time, :func:`question_topics`; ``oracle`` reads gold).
+
+    The stages read the question's text, qid, kind and topics only (:func:`as_read`); a linked or oracle
+    topic is recorded as the trace's ``topics`` stage (none where the dataset gives the topics)."""
     if ctx.kg is None or ctx.embedder is None:
         raise ValueError("keqing needs a KG and an embedder: run it on a dataset with a KG (keqing:miniworld, "
                          "keqing:metaqa:1hop)")
@@ -1017,6 +1084,11 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
         s.update(reasoning="group", respond=False)
     kg_name = _kg_name(ctx)
     tr = Tracer()
+    t0 = time.perf_counter()
+    topics = question_topics(q, ctx.kg, ctx.embedder, s["topics"])
+    if topics.source != "given":
+        tr.stages.append(Stage("topics", topics, time.perf_counter() - t0))
+    q = as_read(q, topics)
     bank = bank_for(kg_name, s["phrasings"])
     pool = pool_for(kg_name)
     shots = tr.record("select_exemplars", select_exemplars, q, pool, bank, ctx.embedder, s["exemplars"], s["select"])

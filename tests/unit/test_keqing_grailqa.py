@@ -179,8 +179,17 @@ def test_a_run_record_is_stripped_of_text_and_names(grailqa, tmp_path, tmp_cache
     assert g["chain"] and g["covered"] and g["hops"] == 1 and g["level"] == covered.metadata["level"]
     assert g["decomposition"] == {"chain_correct": True, "seed_correct": True, "correct": True}
     assert g["gold_chain"]["hits@1"] == 1.0
-    assert stripped[1]["grailqa"] == {"level": other.metadata["level"], "chain": False, "hops": 0}
-    text = json.dumps(stripped, ensure_ascii=False).lower()
+    # the default links the topics from the text (a `topics` stage); the stripped record counts what it linked
+    topics = next(s["output"] for s in recs[0]["trace"] if s["name"] == "topics")
+    assert topics["source"] == "linked" and topics["mentions"]
+    assert g["topics"]["chain_topic_linked"] and g["topics"]["gold_linked"] <= g["topics"]["gold"] == 1
+    assert stripped[1]["grailqa"] == {"level": other.metadata["level"], "chain": False, "hops": 0,
+                                      "topics": stripped[1]["grailqa"]["topics"]}
+    assert set(stripped[1]["grailqa"]["topics"]) == {"linked", "gold", "gold_linked"}  # counts only
+    # no text and no names besides the prediction, which records keep since issue 46 §4 (the method's own
+    # output: a right answer names the gold)
+    assert [r["prediction"] for r in stripped] == [r["prediction"] for r in recs]
+    text = json.dumps([{k: v for k, v in r.items() if k != "prediction"} for r in stripped], ensure_ascii=False).lower()
     for q in (covered, other):
         for secret in [q.question, *q.answers, *q.topic_entities]:
             assert len(secret) < 5 or secret.lower() not in text, secret
@@ -217,3 +226,27 @@ def test_report_from_stripped_records_by_level_and_kind():
     assert "| all | 3 | 0.667 [" in text  # decomposition: two of the three chain questions right
     assert "| 4 | 3.00 (1.00 + 1.00 + 1.00) | 600 | 10.00 / 10.00 | 0 | 2 |" in text
     assert "not run yet" not in text
+
+
+def test_report_shows_the_linked_default_and_the_oracle_beside_it():
+    """Two cells: linked topics (the default) and the ORACLE (`topics=oracle`), each labelled; a cell not
+    run reads `not run yet`; with both, the paired linked − oracle difference."""
+    from kgqa_lib.bench import get_table
+    from kgqa_lib.bench.keqing_grailqa import LINKED, ORACLE, report
+
+    t = get_table("keqing_grailqa")
+    assert [c.name for c in t.cells] == [LINKED, ORACLE]
+    assert "topics" not in " ".join(t.cells[0].args) and ("--set", "topics=oracle") == t.cells[1].args[4:6]
+    assert t.provenance and ORACLE in t.provenance  # the oracle cell's records predate the setting
+    recs = [_stripped("a", "i.i.d.", 1.0, 1.0), _stripped("b", "zero-shot", 0.0, 0.0)]
+    only_oracle = report(lambda cell: recs if cell == ORACLE else [])
+    rows = [line for line in only_oracle.splitlines() if line.startswith(("| linked", "| ORACLE"))]
+    assert rows[0].startswith(f"| linked (default) | `{LINKED}` | 0 | not run yet |")
+    assert rows[1].startswith(f"| ORACLE: gold topic | `{ORACLE}` | 2 | 0.500 [")
+    assert "## ORACLE topics (`topics=oracle`" in only_oracle and "not run yet (keqing_grailqa.jsonl)" in only_oracle
+    linked = [dict(r, grailqa=dict(r["grailqa"], topics={"linked": 1, "gold": 1, "gold_linked": 1,
+                                                          "chain_topic_linked": r["qid"] == "a"})) for r in recs]
+    linked[1]["metrics"] = {"hits@1": 1.0, "f1": 1.0}
+    both = report(lambda cell: recs if cell == ORACLE else linked)
+    row = next(line for line in both.splitlines() if line.startswith("| linked (default)"))
+    assert "| 1/2 | +50.0 [" in row and "not run yet" not in both
