@@ -148,7 +148,7 @@ FUSIC_LLM = "local?prefix_cache=8"
 
 #: deviations of our own beyond issue 20's acceptance (its settings each measured, where the issue names
 #: them: ``show_path_values`` is, so ``fs_dense_values`` is needed): listed and estimated apart
-OPTIONAL = {c: "our deviation, beyond issue 20's acceptance" for c in
+OPTIONAL = {c: "our deviation, beyond the paper's table" for c in
             ("fs_dense_paths3", "fs_dense_sexpr_sqlpaths", "fs_dense_simex", "fs_naive_egf", "fs_dense_dsex",
              "fs_naive_dsex", "fs_dense_paperfb", "fs_dense_rrsexpr")}
 

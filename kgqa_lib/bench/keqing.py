@@ -362,9 +362,9 @@ TABLE = register(Table(
     cells=_cells("keqing_metaqa", ("--set", "reasoning=group", "--set", "respond=False")),
     report=report, output="keqing_metaqa.md", strip=strip, records="keqing_metaqa",
     source="Keqing paper, Table 2 (MetaQA Hits@1)", extra_files=(CEILING_FILE,),
-    provenance="made at commit c0535bd by `--set respond=False` (the default reasoning was then `group`, "
+    provenance="made by an earlier version of the code with `--set respond=False` (the default reasoning was then `group`, "
                "which is `--set reasoning=group` today; the two together are the named setting "
-               "`decomposition_only=true`); their config hash is that commit's",
+               "`decomposition_only=true`); their config hash is that version's",
 ))
 
 TABLE_FULL = register(Table(

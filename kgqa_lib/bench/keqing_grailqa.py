@@ -30,10 +30,11 @@ from .keqing import _rate, stage, strip_full
 
 SAMPLE = 200
 LINKED, ORACLE = "keqing_grailqa", "keqing_grailqa_oracle"  # the two cells: topics linked (default) / ORACLE
-PROVENANCE = ("the records of `keqing_grailqa_oracle` were saved at commits 6922224 (43 questions) and 863fa69 (all "
-              "200) as `keqing_grailqa`, by its command without `--set topics=oracle`: the setting did not exist yet and "
-              "the gold s-expression's topic was Keqing's only behaviour on GrailQA (what `topics=oracle` reproduces); "
-              "their settings hold no `topics`, their config hash (e73c8dd60329) is of those commits")
+PROVENANCE = ("the records of `keqing_grailqa_oracle` were saved by an earlier version of the code (in two parts: "
+              "43 questions, then all 200) as `keqing_grailqa`, by its command without `--set topics=oracle`: the "
+              "setting did not exist yet and the gold s-expression's topic was Keqing's only behaviour on GrailQA (what "
+              "`topics=oracle` reproduces); their settings hold no `topics`, their config hash (e73c8dd60329) is of "
+              "that version")
 LEVELS = ("i.i.d.", "compositional", "zero-shot")
 # Keqing paper, appendix C (GrailQA dev), as (EM, F1) in percent. Table 5: column "Overall";
 # Table 6: columns "IID", "Compositional", "Zero-shot".

@@ -138,7 +138,7 @@ def all_ok(d: dict[str, Any]) -> bool:
 def report(d: dict[str, Any]) -> str:
     timeout = d["timeout_s"]
     lines = [
-        "# Hostile SPARQL queries (issue 18, items 7-8)",
+        "# Hostile SPARQL queries",
         "",
         "Written by `kgqa bench run hostile_queries` (timeout "
         f"{timeout:.0f} s, row cap {d['max_rows']}). Network calls: connections to a listener on 127.0.0.1 "

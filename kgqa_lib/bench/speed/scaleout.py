@@ -446,7 +446,7 @@ def f2(x: float) -> str:
 
 def render_md(data: dict[str, Any]) -> str:
     meta = data.get("meta", {})
-    parts = ["# Scale-out benchmark (issue 7)", "",
+    parts = ["# Scale-out benchmark", "",
              f"`kgqa bench run scaleout`; {meta.get('cpu_count')} CPUs, Python {meta.get('python')}, "
              f"{meta.get('platform')}. Wall-clock times of a niced process on a shared machine (other jobs, e.g. "
              "an LLM benchmark and test runs, came and went); the 1-minute load average at each section's start "
@@ -481,7 +481,7 @@ def render_md(data: dict[str, Any]) -> str:
                   "server) during the run. Runner rows: the median of the repeats (min–max), repeats interleaved; "
                   "the ideal for 16 workers is 2 rounds of 1 s (16x). The fake server's listen backlog is "
                   f"{c.get('server_listen_backlog')} (socketserver's default of 5 dropped bursts of 16 connections: "
-                  "a question of ~2 s, its SYN retransmitted after 1 s; measured before commit c257ede: 16 workers "
+                  "a question of ~2 s, its SYN retransmitted after 1 s; measured with an earlier version of the server: 16 workers "
                   "11.6x with 4 of 8 runs stalled, 14.4x with the backlog raised).", ""]
     s = data.get("servers")
     if s:

@@ -24,20 +24,20 @@ class FuSICSettings(Settings):
     language: Literal["sparql", "sexpr"] = setting("sparql", "what the LLM writes: SPARQL or s-expressions")
     oracle_linking: bool = setting(False, "link the gold topic entities instead of the question's mentions")
     K: int = setting(10, "candidates each retriever returns per aspect before re-ranking")
-    exemplars: int = setting(5, "exemplars shown in the prompt (the paper's 5, appendix A.1.3; 3 before issue 20)")
+    exemplars: int = setting(5, "exemplars shown in the prompt (the paper's 5, appendix A.1.3; our earlier default: 3)")
     max_answers: int = setting(100, "answers kept from a query's result")
-    # paper-faithful defaults (issue 20); each deviation is one of these settings
+    # paper-faithful defaults; each deviation is one of these settings
     show_path_values: bool = setting(False, "show each retrieved path with (up to two of) the entities it reaches, "
-                                            "not as a bare SPARQL program (before issue 20; a one-hop answer is then "
+                                            "not as a bare SPARQL program (our earlier default; a one-hop answer is then "
                                             "in the context)")
     context_size: Literal["paper", "compact"] = setting(
         "paper", "k per aspect: paper = appendix A.1.3 (one retriever: 5 paths, 10 relations, 10 types; two: 3/5/5); "
-                 "compact = before issue 20 (5/4/2; two: 3/3/1)")
+                 "compact = our earlier default (5/4/2; two: 3/3/1)")
     rerank_short_lists: bool = setting(True, "re-rank a list of k or fewer candidates too, as the paper's prompts do "
                                              "(3 re-rank calls per retriever); false: keep the retriever's order, no call")
     dense_training: Literal["finetune", "head"] = setting(
         "finetune", "how the dense retriever is trained on the source (and target shots): finetune = the whole MiniLM "
-                    "(minutes); head = a linear map over frozen MiniLM embeddings (issue 20 §5, not yet the default)")
+                    "(minutes); head = a linear map over frozen MiniLM embeddings (faster; not the default)")
     max_path_hops: Literal[1, 2, 3] = setting(
         2, "relations on a candidate path (unlabelled CVT/statement nodes walked through uncounted): 2 = the paper "
            "(TIARA enumerates 2-hop paths, appendix A.1.1); 3 reaches MetaQA's 3-hop answers (the walk's third hop "
@@ -47,7 +47,7 @@ class FuSICSettings(Settings):
         "static", "which exemplars, in which order: static = the paper (sec. 3 and 5: the target's few shots as "
                   "they are; zero-shot, source questions drawn at random once, with the run's seed); similarity "
                   "= the `exemplars` closest to the question by sentence embedding, closest last (dynamic "
-                  "selection, which the paper tried and dropped; the default before issue 20's static one)")
+                  "selection, which the paper tried and dropped; our earlier default)")
     paths_as: Literal["sparql", "logical_form"] = setting(
         "sparql", "how the generation prompt shows the retrieved paths: sparql = as SPARQL programs (sec. 3, "
                   "whatever the LLM writes); logical_form = in the language the LLM writes — with language=sexpr, "
@@ -61,17 +61,17 @@ class FuSICSettings(Settings):
         "concise", "how an exemplar's SPARQL is written when the dataset gives its own logical forms (GrailQA): "
                    "concise = from its s-expression (kg.sexpr.to_sparql: SELECT DISTINCT ?x WHERE { ns:m.… ns:rel ?x "
                    ". }, as the retrieved paths and the paper's exemplars, appendix A.1.3); dataset = GrailQA's own "
-                   "gold SPARQL, prefixes shortened (nested SELECT, VALUES, FILTER; before stop 30). Other KBs: "
+                   "gold SPARQL, prefixes shortened (nested SELECT, VALUES, FILTER; our earlier default). Other KBs: "
                    "no effect")
     feedback: Literal["diagnostic", "paper"] = setting(
         "diagnostic", "what execution-guided feedback reacts to and says: diagnostic = any failed execution (no "
                       "query, parse error, unknown id, a query that does not use the question's entity, timeout, no "
                       "rows, more than max_answers rows) is told to the LLM with what failed, and a repeated query is "
-                      "pointed out (ours, from before issue 20); paper = sec. 3 and appendix A.1.4: a query that "
+                      "pointed out (ours); paper = sec. 3 and appendix A.1.4: a query that "
                       "returns no answer gets the paper's one fixed message, a query that returns answers is final "
                       "(no check that it uses the question's entity); our row cap (max_answers) still applies")
     naive_entities: bool = setting(False, "with retrievers=none: still link the question's entities and show them "
-                                          "(the no-retrieval configuration before issue 20)")
+                                          "(our earlier no-retrieval configuration)")
 
     @property
     def naive(self) -> bool:
