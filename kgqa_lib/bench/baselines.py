@@ -1,6 +1,8 @@
 """The peer baselines of the three papers on our stack (issue 22): KB-BINDER and Think-on-Graph on
 MetaQA (the Keqing benchmark's questions, 100 per hop), ToG on the PG&AKV mini-world test splits.
 KB-BINDER on the FuSIC transfer pairs is a cell of the FuSIC table (same questions as FuSIC).
+On 2- and 3-hop MetaQA ToG also runs with a depth floor (``tog_floor_metaqa_{h}hop``: ``min_depth=h``,
+the judge not asked before depth h; a deviation from ToG, reported in a section of its own).
 
 MetaQA records are stripped (:func:`strip`): ids, metrics, costs, the per-stage seconds and, for
 ToG, its summary counts (depth, where the answer came from, why the search stopped, calls by
@@ -35,6 +37,7 @@ def _summary(r: dict[str, Any]) -> dict[str, Any]:
         o = s.get("output")
         if s["name"] == "summary" and isinstance(o, dict):
             out["tog"] = {k: o.get(k) for k in ("stopped", "answer_from", "depth_reached", "calls", "llm_calls", "errors")}
+            out["tog"] |= {k: o[k] for k in ("min_depth", "judge_skipped") if k in o}  # the depth floor's, when set
         elif s["name"] == "beam_search" and isinstance(o, dict):  # entity-scoring calls; those that told nothing apart
             called = [e for st in o.get("steps") or [] for e in st.get("entities") or [] if e.get("called")]
             out["tog_scorings"] = {
@@ -107,9 +110,12 @@ def _tog_profile(recs: list[dict[str, Any]]) -> str:
     sc = [x["tog_scorings"] for x in summaries if x.get("tog_scorings")]
     zero = (f"; entity scorings all 0: {sum(x['all_zero'] for x in sc)}, all equal (> 0): "
             f"{sum(x.get('all_equal', 0) for x in sc)}, of {sum(x['called'] for x in sc)}" if sc else "")
+    floors = sorted({t["min_depth"] for t in tog if t.get("min_depth")})
+    floor = (f"; judge skipped (depth floor {', '.join(map(str, floors))}): at "
+             f"{sum(t.get('judge_skipped') or 0 for t in tog)} depths" if floors else "")
     return (", ".join(f"{k} {v}" for k, v in src.most_common() if k) or "—") + \
-        ("; stopped: " + ", ".join(stop(k, v) for k, v in stopped.most_common() if k) if any(stopped) else "") + zero + \
-        ("; malformed: " + ", ".join(f"{k} {v}" for k, v in errs.most_common()) if errs else "")
+        ("; stopped: " + ", ".join(stop(k, v) for k, v in stopped.most_common() if k) if any(stopped) else "") + floor + \
+        zero + ("; malformed: " + ", ".join(f"{k} {v}" for k, v in errs.most_common()) if errs else "")
 
 
 #: KB-BINDER draft outcomes (``kgqa_lib.methods.kbbinder.Outcome.status``): malformed drafts first
@@ -177,7 +183,51 @@ def tog_conclusion(records: Records) -> str:
             + ("So on 2-hop and 3-hop the search stops at depth 1 on most questions, and \"method − Keqing\" for ToG "
                "there measures the 1.5B judge stopping early, not ToG's search." if most else
                "On some questions the search stops before the paths can reach the answer; \"method − Keqing\" for ToG "
-               "there measures the judge as much as the search."))
+               "there measures the judge as much as the search.")
+            + " The section on the depth floor below measures ToG's search with the judge not asked before depth k "
+              "(a deviation from ToG).")
+
+
+#: hop counts with a depth-floor cell (``tog_floor_metaqa_{h}hop``, ``--set min_depth=h``)
+FLOOR_HOPS = (2, 3)
+
+
+def floor_section(records: Records, keqing: Records) -> list[str]:
+    """ToG both ways on the same questions per hop: as published (the judge asked at every depth) and
+    with the depth floor (``min_depth`` = the cell's hop count: the judge not asked before that depth, a
+    deviation from ToG), paired; "not run yet" until the floor's records exist."""
+    lines = ["", "## ToG with a depth floor (a deviation from ToG)", "",
+             "ToG as published asks its judge after every depth of the search, and the rows above stop wherever the "
+             "1.5B judge calls the paths sufficient. With the depth floor (`--set min_depth=k` on the k-hop questions; "
+             "k is the cell's setting, never read from a question's annotations) the judge is not asked before depth "
+             "k and the search goes on; from depth k on it is ToG's search and judge again (the judge may stop it; an "
+             "empty beam or the depth limit, 3, ends it as in ToG). This is not ToG's method, whose judge is "
+             "asked at every depth: it is a deviation, measured to see what ToG's search finds when the judge cannot "
+             "stop it before a path can reach the answer. Both ways on the same questions (the floor's cell holds "
+             f"the same {METAQA_SAMPLE} questions per hop as `tog_metaqa_{{k}}hop`; rows are restricted to the "
+             "questions both answered), gains paired (bootstrap 95% CI, points).", "",
+             "| hops | ToG | cell | n | Hits@1 [95% CI] | F1 [95% CI] | exact set [95% CI] | floor − as published "
+             "(Hits@1, paired) | Keqing (same questions) | method − Keqing | calls/q | tokens/q | s/q | how ToG "
+             "answered; malformed outputs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for h in FLOOR_HOPS:
+        pub, floor = records(f"tog_metaqa_{h}hop"), records(f"tog_floor_metaqa_{h}hop")
+        shared = {r["qid"] for r in floor} & {r["qid"] for r in pub}
+        if floor:  # paired: the published row on the floor's questions
+            pub = [r for r in pub if r["qid"] in shared]
+            floor = [r for r in floor if r["qid"] in shared]
+        gain = format_gain(paired_gain(floor, pub, "hits@1")) + f" (n={len(shared)})" if floor and pub else "—"
+        rows = (("as published: the judge asked at every depth", f"tog_metaqa_{h}hop", pub, ""),
+                (f"depth floor (deviation): the judge not asked before depth {h}", f"tog_floor_metaqa_{h}hop", floor,
+                 gain))
+        for label, cell, recs, g in rows:
+            qids = {r["qid"] for r in recs}
+            base = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in qids]
+            kg = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
+            lines.append(f"| {h} | {label} | `{cell}` | {len(recs)} | {_cell(recs, 'hits@1')} | {_cell(recs, 'f1')} | "
+                         f"{_cell(recs, 'exact_match')} | {g or '—'} | {_cell(base, 'hits@1') if base else '—'} | {kg} | "
+                         f"{_costs(recs)} | {_tog_profile(recs) if recs else ''} |")
+    return lines
 
 
 def report_metaqa(records: Records) -> str:
@@ -230,6 +280,7 @@ def report_metaqa(records: Records) -> str:
               "made on the reported questions.",
               "", "ToG's published cost (~11.6 LLM calls and ~7k tokens per WebQSP question) could not be found in the "
               "papers here: not compared."]
+    lines += floor_section(records, keqing)
     return "\n".join(lines) + "\n"
 
 
@@ -290,7 +341,11 @@ def report_miniworld(records: Records) -> str:
 
 METAQA_CELLS = tuple(
     Cell(f"{m}_metaqa_{h}hop", m, f"keqing:metaqa:{h}hop", METAQA_SAMPLE, ("--sample", str(METAQA_SAMPLE), *RUN_ARGS))
-    for h in HOPS for m in ("kbbinder", "tog"))
+    for h in HOPS for m in ("kbbinder", "tog")) + tuple(
+    # the depth floor, a deviation from ToG: the judge not asked before depth h (h from the cell, not the questions)
+    Cell(f"tog_floor_metaqa_{h}hop", "tog", f"keqing:metaqa:{h}hop", METAQA_SAMPLE,
+         ("--sample", str(METAQA_SAMPLE), *RUN_ARGS, "--set", f"min_depth={h}"))
+    for h in FLOOR_HOPS)
 MINIWORLD_CELLS = tuple(Cell(f"tog_{s}", "tog", f"miniworld:{s}:test", n, RUN_ARGS) for s, n in MINIWORLD_TEST.items())
 
 TABLE_METAQA = register(Table(

@@ -18,6 +18,11 @@ one function each (``41_tog_walkthrough`` shows them cell by cell):
    path, and the top ``width`` relation paths are kept.
 3. :func:`judge` — after each depth the LLM reads the paths' triples and says ``{Yes}`` (enough;
    its answer comes in the same reply, as in ToG) or ``{No}`` (go deeper).
+   Depth floor (``min_depth``, a deviation from ToG, which asks the judge at every depth):
+   :func:`judge_skip` says why the judge is not asked at a depth below ``min_depth``; the search then
+   goes on as after a ``{No}``, and the step records the reason (``judge_skipped``). Default 0: ToG as
+   published. A run on k-hop questions may set ``min_depth=k``; k is the run's setting, never read
+   from a question's gold annotations.
 4. :func:`answer_from_paths` / :func:`answer_from_own_knowledge` — when the judge did not stop the
    search by ``depth``: ``fallback="own_knowledge"`` (ToG) answers from the LLM's own knowledge
    (our CoT prompt, as ToG's own-knowledge prompt is chain-of-thought), ``"paths"`` from the
@@ -61,6 +66,9 @@ class ToGSettings(Settings):
 
     width: int = setting(3, "beam width: relations kept per entity, and paths kept per depth (ToG: 3)")
     depth: int = setting(3, "maximum search depth (ToG: 3)")
+    min_depth: int = setting(0, "depth floor, a deviation from ToG: the judge is not asked (the search goes on) "
+                                "before this depth; 0 = ToG as published (the judge is asked at every depth); "
+                                "at most `depth`")
     variant: Literal["tog", "tog-r"] = setting("tog", "tog: the LLM scores relations and entities; tog-r: "
                                                       "relation-only exploration (entities not scored, all kept)")
     fallback: Literal["own_knowledge", "paths"] = setting(
@@ -191,12 +199,16 @@ class DepthStep:
     beam: list[Path]  # the paths kept
     beam_triples: list[list[tuple[str, str, str]]]  # each kept path as triples (for display)
     judgement: Judgement | None = None
+    judge_skipped: str | None = None  # why the judge was not asked at this depth (the depth floor), None: it was
 
     def as_dict(self) -> dict[str, Any]:
-        return {"depth": self.depth, "frontier": self.frontier, "relations": [r.as_dict() for r in self.relations],
-                "entities": [e.as_dict() for e in self.entities], "n_candidates": self.n_candidates,
-                "beam": [p.as_dict() for p in self.beam], "beam_triples": [[list(t) for t in p] for p in self.beam_triples],
-                "judgement": self.judgement.as_dict() if self.judgement else None}
+        out = {"depth": self.depth, "frontier": self.frontier, "relations": [r.as_dict() for r in self.relations],
+               "entities": [e.as_dict() for e in self.entities], "n_candidates": self.n_candidates,
+               "beam": [p.as_dict() for p in self.beam], "beam_triples": [[list(t) for t in p] for p in self.beam_triples],
+               "judgement": self.judgement.as_dict() if self.judgement else None}
+        if self.judge_skipped is not None:  # only under a depth floor: ToG's trace is unchanged
+            out["judge_skipped"] = self.judge_skipped
+        return out
 
     @property
     def calls(self) -> Counter:
@@ -463,6 +475,15 @@ def paths_text(paths: Sequence[Path], kg, max_triples: int) -> str:
     return "\n".join(lines) or "(none)"
 
 
+def judge_skip(depth: int, min_depth: int) -> str | None:
+    """Why the judge is not asked after ``depth`` under the depth floor ``min_depth`` (a deviation
+    from ToG, which asks at every depth); None when it is asked (always, with ``min_depth`` 0 or 1)."""
+    if depth >= min_depth:
+        return None
+    return (f"depth floor: depth {depth} < min_depth {min_depth}, the judge is asked from depth {min_depth} on "
+            "(a deviation from ToG, which asks it at every depth)")
+
+
 def judge(question: str, paths: Sequence[Path], ctx: Context, max_triples: int = 40) -> Judgement:
     """ToG's reasoning step: are the paths enough to answer? ``{Yes}`` carries the answer."""
     prompt = load_prompt("tog_judge")
@@ -492,7 +513,8 @@ def answer_from_own_knowledge(q: Question, ctx: Context) -> Generation:
 class Search:
     topic: TopicEntities
     steps: list[DepthStep]
-    stopped: str  # "judged_sufficient", "max_depth", "beam_empty", "no_topic_entity"
+    stopped: str  # "judged_sufficient", "max_depth", "beam_empty", "no_topic_entity" (a judge skipped by the
+    #              depth floor never stops the search: "judged_sufficient" is a judge's Yes at depth ≥ min_depth)
     paths: list[Path]  # the last non-empty beam
 
     def as_dict(self) -> dict[str, Any]:
@@ -501,7 +523,8 @@ class Search:
 
 
 def beam_search(q: Question, ctx: Context, topic: TopicEntities, s: ToGSettings | None = None) -> Search:
-    """Explore depth by depth until the judge says the paths suffice, the beam empties, or ``depth``."""
+    """Explore depth by depth until the judge says the paths suffice, the beam empties, or ``depth``.
+    Below ``min_depth`` (the depth floor, :func:`judge_skip`) the judge is not asked and the search goes on."""
     s = s or ToGSettings.of(ctx)
     if not topic.iris:
         return Search(topic, [], "no_topic_entity", [])
@@ -514,6 +537,9 @@ def beam_search(q: Question, ctx: Context, topic: TopicEntities, s: ToGSettings 
         if not step.beam:
             return Search(topic, steps, "beam_empty", paths)
         beam = paths = step.beam
+        step.judge_skipped = judge_skip(d, s.min_depth)
+        if step.judge_skipped is not None:
+            continue
         step.judgement = judge(q.question, beam, ctx, s.max_triples)
         if step.judgement.sufficient:
             return Search(topic, steps, "judged_sufficient", paths)
@@ -542,13 +568,18 @@ def _calls(search: Search) -> Counter:
 def tog(q: Question, ctx: Context) -> MethodResult:
     """Think-on-Graph. Settings (``--set``): ``width`` (3), ``depth`` (3), ``variant`` (tog | tog-r:
     relation-only), ``fallback`` (own_knowledge: ToG's answer without paths when the search did
-    not stop by ``depth`` | paths), ``max_relations`` (30), ``max_entities`` (20), ``max_triples`` (40)."""
+    not stop by ``depth`` | paths), ``max_relations`` (30), ``max_entities`` (20), ``max_triples`` (40),
+    ``min_depth`` (0: ToG; k: the depth floor, a deviation — the judge is not asked before depth k;
+    the summary then says ``min_depth`` and at how many depths the judge was skipped)."""
     if ctx.kg is None:
         raise ValueError("tog needs a knowledge graph: run it on a dataset with a KG (miniworld:multihop, "
                          "metaqa:2hop:dev) or pass --kg")
     s = ToGSettings.of(ctx)
     if s.width < 1 or s.depth < 1 or min(s.max_relations, s.max_entities, s.max_triples) < 1:
         raise ValueError("tog: width, depth, max_relations, max_entities and max_triples must be at least 1")
+    if not 0 <= s.min_depth <= s.depth:
+        raise ValueError(f"tog: min_depth must be between 0 and depth ({s.depth}): the judge is asked at the last "
+                         f"depth at the latest, got {s.min_depth}")
     tr = Tracer()
     topic = tr.record("link_topic_entities", link_topic_entities, q, ctx.kg)
     search = tr.record("beam_search", beam_search, q, ctx, topic, s)
@@ -577,8 +608,11 @@ def tog(q: Question, ctx: Context) -> MethodResult:
             parsed = extract_braced_answers(gen.text)
             answers, response, error = parsed.items, gen.text, parsed.error
     errs = _errors(search)
-    tr.stages.append(Stage("summary", {"stopped": search.stopped, "answer_from": source, "depth_reached": len(search.steps),
-                                       "calls": dict(calls), "llm_calls": sum(calls.values()), "errors": dict(errs)}))
+    summary = {"stopped": search.stopped, "answer_from": source, "depth_reached": len(search.steps),
+               "calls": dict(calls), "llm_calls": sum(calls.values()), "errors": dict(errs)}
+    if s.min_depth:  # the depth floor (a deviation from ToG): which, and at how many depths the judge was not asked
+        summary |= {"min_depth": s.min_depth, "judge_skipped": sum(st.judge_skipped is not None for st in search.steps)}
+    tr.stages.append(Stage("summary", summary))
     if error is None:
         error = next(iter(errs), None) or ("no_topic_entity" if search.stopped == "no_topic_entity" else None)
     return MethodResult(answers, response, tr.stages, error)

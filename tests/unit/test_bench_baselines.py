@@ -69,3 +69,57 @@ def test_kbbinder_profile_sums_draft_outcomes_on_stripped_and_whole_records():
         assert baselines.kbbinder_profile(recs) == ("drafts 12: ok 5, no_answer 4, unbound_relation 2, parse_error 1 "
                                                     "(malformed 1); no draft answered: 1 of 2 questions")
     assert baselines.kbbinder_profile([{"qid": "q", "trace": []}]) == ""
+
+
+def test_depth_floor_cells_run_tog_on_the_same_questions_with_min_depth_from_the_command():
+    from kgqa_lib.bench import core
+    from kgqa_lib.cli import build_parser
+    from kgqa_lib.methods import coerce_settings
+
+    cells = {c.name: c for c in core.get_table("baselines_metaqa").cells}
+    for h in baselines.FLOOR_HOPS:
+        tog, floor = cells[f"tog_metaqa_{h}hop"], cells[f"tog_floor_metaqa_{h}hop"]
+        assert (floor.method, floor.dataset, floor.planned) == (tog.method, tog.dataset, tog.planned) == \
+            ("tog", f"keqing:metaqa:{h}hop", 100)
+        assert floor.args[:len(tog.args)] == tog.args and floor.args[len(tog.args):] == ("--set", f"min_depth={h}")
+        args = build_parser().parse_args(["run", *floor.argv("x.jsonl")])
+        assert coerce_settings(dict(args.set), "tog") == {"min_depth": h}
+        assert not build_parser().parse_args(["run", *tog.argv("x.jsonl")]).set  # ToG as published: no setting
+
+
+def _scored(qid, hit, stopped="judged_sufficient", depth=2, floor=None):
+    summary = {"tog": {"stopped": stopped, "answer_from": "judge", "depth_reached": depth, "calls": {"judge": 1},
+                       "llm_calls": 3, "errors": {}, **({"min_depth": floor, "judge_skipped": floor - 1} if floor else {})}}
+    return {"qid": qid, "metrics": {"hits@1": hit, "f1": hit, "exact_match": hit}, "summary": summary,
+            "llm": {"calls": 3, "prompt_tokens": 100, "completion_tokens": 10, "recorded_seconds": 9.0, "seconds": 9.0,
+                    "cache_hits": 0}, "seconds": 10.0}
+
+
+def test_the_floor_section_pairs_tog_both_ways_and_reads_not_run_yet_without_records():
+    pub = [_scored(f"q{i}", float(i < 2), depth=1) for i in range(10)]
+    keq = [_scored(f"q{i}", 1.0) for i in range(10)]
+    records = lambda floor: (lambda cell: pub if cell.startswith("tog_metaqa") else  # noqa: E731
+                             floor if cell.startswith("tog_floor") else [])
+    keqing = lambda cell: keq  # noqa: E731
+    text = "\n".join(baselines.floor_section(records([]), keqing))
+    assert "## ToG with a depth floor (a deviation from ToG)" in text and "asked at every depth" in text
+    rows = [line for line in text.splitlines() if line.startswith("| 2 ") or line.startswith("| 3 ")]
+    assert len(rows) == 4
+    assert all("not run yet" in r for r in rows if "tog_floor_metaqa" in r)
+    assert all("| 10 | 20.0 [" in r for r in rows if "`tog_metaqa" in r)
+    floor = [_scored(f"q{i}", float(i < 7), depth=3, floor=2) for i in range(5)]  # 5 of the 10 questions so far
+    text = "\n".join(baselines.floor_section(records(floor), keqing))
+    row = next(r for r in text.splitlines() if "`tog_floor_metaqa_2hop`" in r)
+    assert "| 5 | 100.0 [" in row and "+60.0 [" in row and "(n=5)" in row  # paired on the 5 shared questions
+    assert "judge skipped (depth floor 2): at 5 depths" in row
+    published = next(r for r in text.splitlines() if "`tog_metaqa_2hop`" in r)
+    assert "| 5 | 40.0 [" in published  # the published row on the floor's questions
+
+
+def test_strip_keeps_the_depth_floor_counts_only_when_set():
+    r = _tog_record("q1", "judged_sufficient", "judge", [], depth=2)
+    assert set(baselines.strip(r)["summary"]["tog"]) == {"stopped", "answer_from", "depth_reached", "calls",
+                                                        "llm_calls", "errors"}
+    r["trace"][-1]["output"] |= {"min_depth": 2, "judge_skipped": 1}
+    tog = baselines.strip(r)["summary"]["tog"]
+    assert (tog["min_depth"], tog["judge_skipped"]) == (2, 1)

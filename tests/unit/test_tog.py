@@ -192,6 +192,91 @@ def test_open_questions_get_prose(kg, tmp_path):
     assert b.calls("answer") == 1 and "(Inception | directed by | Christopher Nolan)" in b.prompts["answer"][0]
 
 
+# ---- the depth floor (min_depth): a deviation from ToG, off by default --------------------------------
+# The judge says Yes at once, as the 1.5B judge does on most MetaQA 2-hop questions at depth 1.
+_EAGER = dict(relations=["{starred actors (Score: 1.0)}", "{place of birth (Score: 1.0)}"],
+              entities="{Leonardo DiCaprio (Score: 1.0)}\n{Elliot Page (Score: 0.0)}",
+              judge="{Yes}. The actor is there.\nAnswer: {Leonardo DiCaprio}")
+_TOG_STEP_KEYS = {"depth", "frontier", "relations", "entities", "n_candidates", "beam", "beam_triples", "judgement"}
+_TOG_SUMMARY_KEYS = {"stopped", "answer_from", "depth_reached", "calls", "llm_calls", "errors"}
+
+
+def _trace(res):
+    return [{k: v for k, v in s.as_dict().items() if k != "seconds"} for s in res.trace]
+
+
+def test_depth_floor_skips_the_judge_until_min_depth_and_the_search_goes_on(kg, tmp_path):
+    b = Scripted(**_EAGER)
+    res = get_method("tog")(Q, _ctx(b, tmp_path, kg, min_depth=2))
+    steps, s = _steps(res), _summary(res)
+    assert len(steps) == 2 and steps[0].judgement is None and steps[1].judgement is not None
+    assert b.calls("judge") == 1  # not at depth 1; at depth 2, on the depth-2 paths
+    assert "(Leonardo DiCaprio | place of birth | Los Angeles)" in b.prompts["judge"][0]
+    assert steps[0].judge_skipped.startswith("depth floor: depth 1 < min_depth 2") and "deviation" in steps[0].judge_skipped
+    assert steps[1].judge_skipped is None
+    d = steps[0].as_dict()
+    assert d["judge_skipped"] == steps[0].judge_skipped and d["judgement"] is None and "judge_skipped" not in steps[1].as_dict()
+    assert s["stopped"] == "judged_sufficient" and s["depth_reached"] == 2 and s["answer_from"] == "judge"
+    assert s["min_depth"] == 2 and s["judge_skipped"] == 1
+    assert s["calls"] == {"relations": 1, "entities": 1, "judge": 1} and s["llm_calls"] == 3  # a skipped judge is no call
+
+
+def test_without_the_floor_the_same_judge_stops_at_depth_1(kg, tmp_path):
+    b = Scripted(**_EAGER)
+    res = get_method("tog")(Q, _ctx(b, tmp_path, kg))
+    s = _summary(res)
+    assert s["stopped"] == "judged_sufficient" and s["depth_reached"] == 1 and b.calls("judge") == 1
+    assert res.answers == ["Leonardo DiCaprio"]
+
+
+def test_the_default_trace_is_tog_as_before_and_min_depth_0_or_1_changes_nothing(kg, tmp_path):
+    traces = []
+    for i, extra in enumerate(({}, {"min_depth": 0}, {"min_depth": 1})):
+        b = Scripted(relations=["{starred actors (Score: 1.0)}", "{place of birth (Score: 1.0)}"],
+                     entities="{Leonardo DiCaprio (Score: 1.0)}\n{Elliot Page (Score: 0.0)}",
+                     judge=["{No}. Only the actor.", "{Yes}. He was born there.\nAnswer: {Los Angeles}"])
+        res = get_method("tog")(Q, _ctx(b, tmp_path / str(i), kg, **extra))
+        traces.append(_trace(res))
+        if not extra:
+            search = next(s for s in traces[0] if s["name"] == "beam_search")["output"]
+            assert all(set(st) == _TOG_STEP_KEYS for st in search["steps"])  # no key of the floor's
+            assert set(_summary(res)) == _TOG_SUMMARY_KEYS and b.calls("judge") == 2
+    assert traces[0] == traces[1]
+    assert [st for st in traces[2] if st["name"] != "summary"] == [st for st in traces[0] if st["name"] != "summary"]
+    assert {k: v for k, v in traces[2][-1]["output"].items() if k not in ("min_depth", "judge_skipped")} == \
+        traces[0][-1]["output"] and traces[2][-1]["output"]["judge_skipped"] == 0
+
+
+def test_depth_floor_beam_empty_and_depth_limit_stay_meaningful(kg, tmp_path):
+    # under a floor of 3 the beam empties at depth 3 (Los Angeles leads nowhere new): ToG's half stop, from the
+    # depth-2 paths; the judge was skipped at depths 1 and 2 and never asked
+    b = Scripted(relations="{starred actors (Score: 1.0)}",
+                 entities="{Leonardo DiCaprio (Score: 1.0)}\n{Elliot Page (Score: 0.5)}",
+                 judge="{Yes}. Enough.\nAnswer: {x}", answer="{Los Angeles}")
+    res = get_method("tog")(Q, _ctx(b, tmp_path, kg, min_depth=3))
+    s, steps = _summary(res), _steps(res)
+    assert b.calls("judge") == 0 and s["calls"]["judge"] == 0
+    assert s["stopped"] == "beam_empty" and s["depth_reached"] == 3 and s["answer_from"] == "paths"
+    assert s["judge_skipped"] == 2 and [st.judge_skipped is not None for st in steps] == [True, True, False]
+    assert steps[-1].beam == [] and "(Leonardo DiCaprio | place of birth | Los Angeles)" in b.prompts["answer"][0]
+    assert res.answers == ["Los Angeles"]
+    # the floor at the depth limit: the judge is asked at the last depth only, and its No ends in ToG's fallback
+    b2 = Scripted(relations=["{starred actors (Score: 1.0)}", "{place of birth (Score: 1.0)}"],
+                  entities="{Leonardo DiCaprio (Score: 0.6)}\n{Elliot Page (Score: 0.4)}",
+                  judge="{No}. Not enough.", own="Answer: {Los Angeles}")
+    res2 = get_method("tog")(Q, _ctx(b2, tmp_path / "2", kg, depth=2, min_depth=2))
+    s2 = _summary(res2)
+    assert b2.calls("judge") == 1 and s2["stopped"] == "max_depth" and s2["depth_reached"] == 2
+    assert s2["answer_from"] == "own_knowledge" and s2["judge_skipped"] == 1
+
+
+def test_min_depth_beyond_the_depth_limit_is_an_error(kg, tmp_path):
+    with pytest.raises(ValueError, match="min_depth"):
+        get_method("tog")(Q, _ctx(Scripted(), tmp_path, kg, depth=2, min_depth=3))
+    assert T.ToGSettings.of({"min_depth": "2"}).min_depth == 2 and T.ToGSettings().min_depth == 0
+    assert T.judge_skip(1, 2) and T.judge_skip(2, 2) is None and T.judge_skip(1, 0) is None
+
+
 # ---- ToG-R --------------------------------------------------------------------------------------
 def test_tog_r_keeps_every_entity_of_the_kept_relations_without_scoring(kg, tmp_path):
     b = Scripted(relations=["{directed by (Score: 0.8)}\n{starred actors (Score: 0.2)}",
@@ -316,3 +401,4 @@ def test_kgqa_run_gives_tog_its_kg():
     assert "tog" in KG_METHODS
     text = settings_help("tog")
     assert "variant" in text and "fallback" in text and "max_relations" in text
+    assert "min_depth" in text and "deviation from ToG" in text
