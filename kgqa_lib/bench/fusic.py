@@ -1,7 +1,9 @@
 """FuSIC-KBQA (Patidar et al., 2024) at benchmark scale with the local model: analogues of the
-paper's Table 2 (configurations, zero- and few-shot, KB-BINDER, the naive FS-ICL baseline), Table 3
-(ablations, paired), the EGF-rounds curve of sec. 4.2.2, Table 7 (retrieval error rate before and
-after LLM re-ranking) and the costs per stage (appendix A.5, Limitations).
+paper's Table 1 (how far each target is from its source, no LLM: the measurement ``fusic_table1``),
+Table 2 (configurations, zero- and few-shot, KB-BINDER, gf-LLM, the naive FS-ICL baseline), Table 3
+(ablations, few- and zero-shot, paired), the EGF-rounds curve and the number of exemplars of sec.
+4.2.2, Table 7 (retrieval error rate before and after LLM re-ranking) and the costs per stage
+(appendix A.5, Limitations).
 
 Pairs (:mod:`kgqa_lib.methods.fusic.tasks`): ``mw-wd>metaqa`` — the mini-world (Wikidata-style, all
 domains) → MetaQA's WikiMovies KB, 100 MetaQA *dev* questions per hop, our reported part of a seeded
@@ -92,6 +94,20 @@ CONFIGS = {
                       "naive LLM FS-ICL, exemplars as GrailQA's own gold SPARQL (deviation, the earlier runs' exemplars)"),
     "kbbinder_fs": ("kbbinder", ("shots=5",), "KB-BINDER(-R), 6 drafts voted, few-shot"),
     "kbbinder_zs": ("kbbinder", ("shots=0",), "KB-BINDER(-R), 6 drafts voted, zero-shot (source exemplars)"),
+    # the number of exemplars in the prompt (sec. 4.2.2); 5 = fs_dense
+    **{f"fs_dense_ex{n}": ("fusic", ("shots=5", "retrievers=dense", f"exemplars={n}"),
+                           f"FuSIC, dense retriever, few-shot, {n} exemplar{'' if n == 1 else 's'} in the prompt "
+                           "(the paper's: 5)") for n in (0, 1, 3)},
+    # Table 3's zero-shot ablations: one setting of zs_dense changed each
+    "zs_dense_sexpr": ("fusic", ("shots=0", "retrievers=dense", "language=sexpr", "paths_as=logical_form"),
+                       "w/o SPARQL (s-expressions), zero-shot"),
+    "zs_dense_noegf": ("fusic", ("shots=0", "retrievers=dense", "egf_rounds=0"), "w/o EGF, zero-shot"),
+    "zs_dense_norr": ("fusic", ("shots=0", "retrievers=dense", "rerank=false"), "w/o re-ranking, zero-shot"),
+    # gf-LLM (Table 2; sec. 4.1, appendix A.3): the same retriever's top k, s-expressions, one call, BM25 exemplars
+    **{f"{k}_gfllm": ("fusic", (f"shots={n}", "retrievers=dense", "rerank=false", "egf_rounds=0", "language=sexpr",
+                                "paths_as=logical_form", "exemplar_choice=bm25"),
+                      f"gf-LLM: the dense retriever's top k, s-expressions, one LLM call, exemplars by BM25, {label}")
+       for k, n, label in (("fs", 5, "few-shot"), ("zs", 0, "zero-shot"))},
 }
 METAQA = ("metaqa1", "metaqa2", "metaqa3")
 ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
@@ -100,7 +116,13 @@ ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
 #: pool of 10): shots → the cell's configuration
 SHOTS = {0: "zs_dense", 5: "fs_dense", 25: "fs_dense_shots25", 100: "fs_dense_shots100"}
 #: the cell a configuration's gain is paired against in the Table 2 analogue (default: fs_dense)
-BASELINE_OF = {"kbbinder_zs": "zs_dense", "zs_bm25": "zs_dense", "zs_both": "zs_dense", "fs_naive_dsex": "fs_naive"}
+#: the number of exemplars in the generation prompt (sec. 4.2.2: the paper's study of shots, FuSIC-KBQA(T,P))
+#: → the cell's configuration; all with the retriever fine-tuned on the same 5 target shots
+EXEMPLARS = {0: "fs_dense_ex0", 1: "fs_dense_ex1", 3: "fs_dense_ex3", 5: "fs_dense"}
+ZS_ABLATIONS = ("zs_dense_sexpr", "zs_dense_noegf", "zs_dense_norr")  # Table 3, zero-shot
+GFLLM = {"few-shot": ("fs_gfllm", "fs_dense"), "zero-shot": ("zs_gfllm", "zs_dense")}  # gf-LLM → its FuSIC(T) cell
+BASELINE_OF = {"kbbinder_zs": "zs_dense", "zs_bm25": "zs_dense", "zs_both": "zs_dense", "fs_naive_dsex": "fs_naive",
+               **{c: "zs_dense" for c in (*ZS_ABLATIONS, "zs_gfllm")}}
 MINIWORLD = ("geo2cinema", "cinema2geo")
 #: Table 2's main rows, in the order notebook 21's figure shows them (the deviations are in its table only)
 MAIN_CONFIGS = ("fs_dense", "zs_dense", "fs_bm25", "zs_bm25", "fs_both", "zs_both", "fs_naive", "kbbinder_fs",
@@ -121,6 +143,11 @@ ORDER = (  # priority: the bench runs the cells in this order
     # the rest of Table 2's grid: every pair zero- and few-shot with each retriever, the naive baseline
     + [(p, c) for c in ("zs_bm25", "zs_both") for p in (*METAQA, "gtech")]
     + [(p, c) for p in MINIWORLD for c in ("fs_naive", "fs_bm25", "fs_both", "zs_bm25", "zs_both")]
+    # the paper's remaining experiments, on MetaQA's hops and GrailQA-Tech: the number of exemplars in the prompt
+    # (sec. 4.2.2), the zero-shot ablations (Table 3), gf-LLM few- and zero-shot (Table 2)
+    + [(p, EXEMPLARS[n]) for n in (0, 1, 3) for p in (*METAQA, "gtech")]
+    + [(p, c) for c in ZS_ABLATIONS for p in (*METAQA, "gtech")]
+    + [(p, GFLLM[k][0]) for k in GFLLM for p in (*METAQA, "gtech")]
     + [(p, "fs_dense_values") for p in METAQA]
     + [(p, "fs_dense_paperfb") for p in (*METAQA, "gtech")]  # our feedback measured against the paper's
     + [(p, "fs_dense_rrsexpr") for p in ("gtech", *METAQA)]  # the paper's re-ranking path form, GrailQA's own first
@@ -199,8 +226,16 @@ PAPER = {
                       "appendix A.1.3", "< 5.0"),
     "kbbinder_fs": ("Table 2, few-shot, KB-Binder", "68.0"),
     "kbbinder_zs": ("Table 2, zero-shot, KB-Binder", "33.6"),
+    **{f"fs_dense_ex{n}": (f"sec. 4.2.2, {n} shot{'' if n == 1 else 's'} (exemplars in the prompt), FuSIC-KBQA(T,P)",
+                           f"{v}") for n, v in ((0, 73.6), (1, 70.5), (3, 72.3))},
+    "zs_dense_sexpr": ("Table 3, zero-shot, w/o SPARQL", "60.5"),
+    "zs_dense_noegf": ("Table 3, zero-shot, w/o EGF", "64.4"),
+    "zs_dense_norr": ("Table 3, zero-shot, w/o RR", "59.5"),
+    "fs_gfllm": ("Table 2, few-shot, gf-LLM", "61.2"),
+    "zs_gfllm": ("Table 2, zero-shot, gf-LLM", "42.8"),
 }
 PAPER_FULL_T3 = 70.8  # Table 3, few-shot, FuSIC-KBQA(T), W→GI-T: the ablations' reference
+PAPER_FULL_T3_ZS = 68.4  # Table 3, zero-shot, FuSIC-KBQA(T), W→GI-T: the zero-shot ablations' reference
 RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see DIFFERS_ALL)
     "fs_dense": "dense = MiniLM bi-encoder fine-tuned on the source and the 5 shots, for TIARA's retriever",
     "fs_dense_paths3": "as fs_dense, but candidate paths of up to 3 relations (max_path_hops=3) for the question and "
@@ -257,6 +292,26 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
                    "read as 6 drafts)",
     "kbbinder_zs": "KB-BINDER with the local model, exemplars by BM25 from the source questions (the paper: GPT-4, "
                    "the source's training set)",
+    **{f"fs_dense_ex{n}": f"as fs_dense (the retriever fine-tuned on the same 5 target shots), but the generation prompt "
+                          + (f"shows {n} of them as exemplar{'' if n == 1 else 's'} (the pool's first {n}, in "
+                             "the order fs_dense's prompt shows them)" if n else
+                             "shows no exemplar: the instructions, the retrieved context and the question")
+                          + f" (exemplars={n}); the paper's study varies the exemplars with two retrievers, "
+                          "FuSIC-KBQA(T,P), sec. 4.2.2" for n in (0, 1, 3)},
+    "zs_dense_sexpr": "as zs_dense, but the LLM writes s-expressions (converted to SPARQL by kgqa_lib.kg.sexpr), the "
+                      "retrieved paths shown as s-expressions too (paths_as=logical_form), as fs_dense_sexpr",
+    "zs_dense_noegf": "as zs_dense, egf_rounds=0: the first query is final",
+    "zs_dense_norr": "as zs_dense, rerank=false: the retriever's own top k reaches the prompt",
+    **{f"{k}_gfllm": "gf-LLM as the paper runs it (sec. 4.1, appendix A.3, Limitations): the supervised retriever's "
+                     "KB context as retrieved — ours: the dense retriever of FuSIC(T), trained the same way, its own "
+                     "top k (rerank=false, no LLM re-ranking) — an s-expression written by the LLM (language=sexpr, "
+                     "the paths shown as s-expressions, paths_as=logical_form), one LLM call per question "
+                     "(egf_rounds=0), 5 exemplars picked by BM25 as KB-Binder's, the closest last "
+                     "(exemplar_choice=bm25) "
+                     + ("among the 5 target shots the retriever is fine-tuned on, so BM25 only orders them (the "
+                        "paper's gf-LLM picks 5 of its 100 shots)" if k == "fs" else "from the source questions")
+                     + "; the paper's gf-LLM drops the synthetic data of Shu and Yu (2024), as this does"
+       for k in ("fs", "zs")},
 }
 PAIR_NOTE = {
     "metaqa": "no MetaQA in the paper: source and target differ in KB and IRIs here (Wikidata-style P-ids vs MetaQA's "
@@ -707,21 +762,105 @@ def choices_section(rec) -> list[str]:
             f"{_hops_gains(rec, SHOTS[25])}; on 100: {_hops_gains(rec, SHOTS[100])}."]
 
 
-def ablation_gains(records: Records) -> list[dict[str, Any]]:
+#: Table 3's two halves: setting → (the full cell's configuration, its ablations, the paper's full value)
+T3 = {"few-shot": ("fs_dense", ABLATIONS, PAPER_FULL_T3), "zero-shot": ("zs_dense", ZS_ABLATIONS, PAPER_FULL_T3_ZS)}
+
+
+def ablation_gains(records: Records, setting: str = "few-shot") -> list[dict[str, Any]]:
     """The Table 3 analogue as data: per pair (MetaQA's hops, GrailQA-Tech) and ablation, the records of
-    FuSIC(T) few-shot (``full``) and of the ablation, ``gain`` = :func:`paired_gain` of the ablation over
-    full in F1 (mean, low, high, n; None when either cell has no records or they share no question), and
-    the paper's ablation − full (Table 3, W→GI-T) as ``paper − full`` (points)."""
+    FuSIC(T) (``full``: few-shot, or zero-shot with ``setting="zero-shot"``) and of the ablation, ``gain``
+    = :func:`paired_gain` of the ablation over full in F1 (mean, low, high, n; None when either cell has
+    no records or they share no question), and the paper's ablation − full (Table 3, W→GI-T, the same
+    setting) as ``paper − full`` (points)."""
+    full_config, ablations, paper_full = T3[setting]
     out = []
     for p in (*METAQA, "gtech"):
-        full = records(cell_name(p, "fs_dense"))
-        for a in ABLATIONS + tuple(d for d in ("fs_dense_sexpr_sqlpaths",) if cell_name(p, d) in _NAMES):
+        full = records(cell_name(p, full_config))
+        more = tuple(d for d in ("fs_dense_sexpr_sqlpaths",) if cell_name(p, d) in _NAMES) if setting == "few-shot" else ()
+        for a in ablations + more:
             recs = records(cell_name(p, a))
             gain = paired_gain(recs, full, "f1") if recs and full else None
             out.append({"pair": p, "ablation": a, "full": full, "records": recs,
                         "gain": gain if gain and gain[3] else None,
-                        "paper − full": float(PAPER[a][1]) - PAPER_FULL_T3})
+                        "paper − full": float(PAPER[a][1]) - paper_full})
     return out
+
+
+def ablation_lines(records: Records, setting: str) -> list[str]:
+    """The rows of one half of the Table 3 analogue (:func:`ablation_gains`), with its header."""
+    lines = ["| pair | ablation | n paired | full F1 | ablation F1 | ablation − full [95% CI] | paper | paper − full |",
+             "|---|---|---|---|---|---|---|---|"]
+    for g in ablation_gains(records, setting):
+        p, a, full, recs = g["pair"], g["ablation"], g["full"], g["records"]
+        where, value = PAPER[a]
+        paper, diff = f"{value} ({where})", f"{g['paper − full']:+.1f}"
+        if g["gain"] is None:
+            lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | — | {_f1(full)} | {_f1(recs)} | — | {paper} | {diff} |")
+            continue
+        qids = {r["qid"] for r in recs} & {r["qid"] for r in full}
+        same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
+        lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | {len(qids)} | {_f1(same(full))} | {_f1(same(recs))} | "
+                     f"{format_gain(g['gain'])} (n={g['gain'][3]}) | {paper} | {diff} |")
+    return lines
+
+
+def exemplars_section(rec) -> list[str]:
+    """The number of exemplars in the generation prompt (:data:`EXEMPLARS`, sec. 4.2.2): each count's F1
+    and its gain over 5 exemplars (``fs_dense``), paired over the same questions, beside the paper's."""
+    paper = ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items())
+    lines = ["", "## Number of exemplars in the prompt (sec. 4.2.2), paired over the same questions", "",
+             "The paper's study of shots (sec. 4.2.2, WebQSP→GrailQA-Tech, FuSIC-KBQA(T,P), few-shot) varies the "
+             f"exemplars shown in the prompt — exemplars → F1: {paper} — and finds fewer shots usable when the "
+             "exemplars are diverse. Ours: FuSIC(T) few-shot (the dense retriever, fine-tuned on the same 5 target "
+             "shots in every row), the prompt showing n of the 5: the pool's first n, each as the 5-exemplar prompt "
+             "shows it (0: none; MetaQA's pool is dealt over the hops, so 1 exemplar is a 1-hop question and 3 are "
+             "one per hop). 5 is `fs_dense`. Each row's gain is over 5 exemplars on the same questions.", "",
+             "| pair | exemplars | cell | n | F1 [95% CI] | − 5 exemplars (paired) [95% CI] | paper (sec. 4.2.2, "
+             "FuSIC-KBQA(T,P), W→GI-T) |", "|---|---|---|---|---|---|---|"]
+    for p in (*METAQA, "gtech"):
+        five = rec(p, EXEMPLARS[5])
+        for n, config in EXEMPLARS.items():
+            recs = rec(p, config)
+            gain = "—" if n == 5 else _gain(recs, five)
+            lines.append(f"| {PAIRS[p][4]} | {n} | {cell_name(p, config)} | {len(recs)} | {_f1(recs)} | {gain} | "
+                         f"{PAPER_SHOTS[n]} |")
+    return lines
+
+
+def gfllm_section(rec) -> list[str]:
+    """gf-LLM (:data:`GFLLM`) against FuSIC(T) on the same questions, few- and zero-shot, beside the
+    paper's difference (Table 2, W→GI-T)."""
+    lines = ["", "## gf-LLM (Table 2's retrieve-then-generate baseline) against FuSIC(T), paired over the same "
+             "questions", "",
+             "gf-LLM in the paper (sec. 4.1, appendix A.3, Limitations) is the retrieve-then-generate model of Shu and "
+             "Yu (2024) without its synthetic data: the same supervised retriever as FuSIC-KBQA(T) (TIARA, trained "
+             "the same way) gives the KB context — its own top k, no LLM re-ranking — and the LLM writes an "
+             "s-expression with in-context exemplars picked by BM25 as KB-Binder's, in one call (no execution "
+             "feedback). Ours: `"
+             + "`, `".join(GFLLM[k][0] for k in GFLLM) + "`, the dense retriever of FuSIC(T)'s cells; the "
+             "gain is FuSIC(T) minus gf-LLM, as the paper's.", "",
+             "| pair | setting | n paired | gf-LLM F1 | FuSIC(T) F1 | FuSIC(T) − gf-LLM (paired) [95% CI] | paper: "
+             "gf-LLM | paper: FuSIC(T) − gf-LLM |", "|---|---|---|---|---|---|---|---|"]
+    for p in (*METAQA, "gtech"):
+        for setting, (config, full_config) in GFLLM.items():
+            gf, full = rec(p, config), rec(p, full_config)
+            if gf and full:  # on the questions both hold (without gf-LLM records: FuSIC(T) on all of its own)
+                gf, full = _on_shared(gf, full)
+            (where, value), (_, full_value) = PAPER[config], PAPER[full_config]
+            n = len(gf) if gf else "—"
+            lines.append(f"| {PAIRS[p][4]} | {setting} | {n} | {_f1(gf)} | {_f1(full)} | {_gain(full, gf)} | "
+                         f"{value} ({where}) | {float(full_value) - float(value):+.1f} ({PAPER[full_config][0]}: "
+                         f"{full_value}) |")
+    return lines
+
+
+def table1_section() -> list[str]:
+    """Table 1 for our pairs, from the committed numbers of the measurement ``fusic_table1``
+    (:mod:`kgqa_lib.bench.fusic_table1`), beside the paper's rows."""
+    from .fusic_table1 import TABLE as T1, section
+    from .measure import read
+
+    return section(read(T1))
 
 
 def langchain_section(records: Records) -> list[str]:
@@ -759,7 +898,7 @@ def report(records: Records) -> str:
              "Answer F1 in points with a bootstrap 95% CI; gains paired over the same questions (bootstrap 95% CI, "
              f"points). The paper's numbers are from its column {PAPER_COLUMN} (W→GI-T), named by table and row. "
              + DIFFERS_ALL]
-    lines += questions_section(rec) + choices_section(rec)
+    lines += questions_section(rec) + choices_section(rec) + table1_section()
     lines += ["", "## Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, naive FS-ICL", "",
              "| pair | configuration | n | F1 [95% CI] | − FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot) | "
              "paper (W→GI-T) | what differs | "
@@ -859,21 +998,14 @@ def report(records: Records) -> str:
                      + " | ".join(f"{v:.1f}" for v in secs.values()) + f" | {none} |")
     lines += ["", "## Table 3 analogue: ablations of FuSIC(T) few-shot, paired over the same questions", "",
               f"Paper: Table 3, few-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3}; the paper's difference is the "
-              "ablation's value minus that.", "",
-              "| pair | ablation | n paired | full F1 | ablation F1 | ablation − full [95% CI] | paper | paper − full |",
-              "|---|---|---|---|---|---|---|---|"]
-    for g in ablation_gains(records):
-        p, a, full, recs = g["pair"], g["ablation"], g["full"], g["records"]
-        where, value = PAPER[a]
-        paper, diff = f"{value} ({where})", f"{g['paper − full']:+.1f}"
-        if g["gain"] is None:
-            lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | — | {_f1(full)} | {_f1(recs)} | — | {paper} | {diff} |")
-            continue
-        qids = {r["qid"] for r in recs} & {r["qid"] for r in full}
-        same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
-        lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | {len(qids)} | {_f1(same(full))} | {_f1(same(recs))} | "
-                     f"{format_gain(g['gain'])} (n={g['gain'][3]}) | {paper} | {diff} |")
-    lines += shots_section(rec)
+              "ablation's value minus that.", ""] + ablation_lines(records, "few-shot")
+    lines += shots_section(rec) + exemplars_section(rec)
+    lines += ["", "## Table 3 analogue, zero-shot: ablations of FuSIC(T) zero-shot, paired over the same questions", "",
+              f"Paper: Table 3, zero-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3_ZS}; the paper's difference is "
+              "the ablation's value minus that. Each ablation changes one setting of the zero-shot cell (`zs_dense`: "
+              "the retriever trained on the source only, exemplars drawn from the source).", ""] \
+        + ablation_lines(records, "zero-shot")
+    lines += gfllm_section(rec)
     lines += ["", "## F1 after 0..4 feedback rounds (from each record's attempts)", "",
               "A question whose query first returned answers at round j scores its F1 from round j on (0 before). Paper, "
               "sec. 4.2.2 (FuSIC-KBQA(T,P), W→GI-T): few-shot " + " → ".join(map(str, PAPER_EGF["few-shot"]))
@@ -923,7 +1055,8 @@ def report(records: Records) -> str:
             lines.append(f"| {c.name} | {x['retriever']} | {x['aspect']} | {x['n']} | {fmt(x['top_K'])} | "
                          f"{fmt(x['before'])} | {fmt(x['after'])} |")
     lines += ["", "Not run: shots 25/100 on GrailQA-Tech and the mini-world (their targets hold a pool of 10 questions; "
-              "MetaQA has a reserve), zero-shot ablations, FuSIC(T,P) EGF curve beyond what the `fs_both` cells give. "
+              "MetaQA has a reserve), FuSIC(T,P) EGF curve beyond what the `fs_both` cells give, the number of "
+              "exemplars with two retrievers (the paper's FuSIC(T,P); ours: the dense retriever alone). "
               "Settings with no benchmark cell (unit-tested only): `context_size=compact`, `rerank_short_lists=false`, "
               "`naive_entities`, `dense_training=head` — the earlier behaviours other than `show_path_values` "
               "(cell `fs_dense_values`)."]
@@ -938,9 +1071,9 @@ def report_section(records: Records, *titles: str) -> str:
 
 
 TABLE = register(Table(
-    name="fusic", title="FuSIC-KBQA: Tables 2, 3, 7 analogues on MetaQA, GrailQA-Tech and the mini-world (local model)",
+    name="fusic", title="FuSIC-KBQA: Tables 1, 2, 3, 7 analogues on MetaQA, GrailQA-Tech and the mini-world (local model)",
     cells=CELLS, report=report, output="fusic.md", strip=strip, records="fusic",
-    source="FuSIC-KBQA paper, Tables 2, 3, 7, sec. 4.2.2, appendix A.5",
+    source="FuSIC-KBQA paper, Tables 1, 2, 3, 7, sec. 4.2.2, appendix A.5",
 ))
 
 

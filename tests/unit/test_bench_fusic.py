@@ -25,7 +25,7 @@ def test_cells_in_priority_order_with_the_paper_named():
                           "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
                           "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
     assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 101 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    assert len(names) == 133 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
     # after the ablations: the shots rows (MetaQA only, 100 first), the rest of Table 2's grid (zero-shot BM25
     # and both; the mini-world pairs' naive, BM25 and both cells), then the deviations
     at = names.index("metaqa1.fs_dense_shots100")
@@ -35,6 +35,13 @@ def test_cells_in_priority_order_with_the_paper_named():
                                      for p in ("metaqa1", "metaqa2", "metaqa3", "gtech")]
     assert names[at + 14:at + 24] == [f"{p}.{c}" for p in ("geo2cinema", "cinema2geo")
                                       for c in ("fs_naive", "fs_bm25", "fs_both", "zs_bm25", "zs_both")]
+    # then the paper's remaining experiments on MetaQA and GrailQA-Tech: the exemplars in the prompt (sec. 4.2.2),
+    # the zero-shot ablations (Table 3), gf-LLM few- and zero-shot (Table 2)
+    four = ("metaqa1", "metaqa2", "metaqa3", "gtech")
+    assert names[at + 24:at + 56] == [f"{p}.{c}" for c in ("fs_dense_ex0", "fs_dense_ex1", "fs_dense_ex3",
+                                                           "zs_dense_sexpr", "zs_dense_noegf", "zs_dense_norr",
+                                                           "fs_gfllm", "zs_gfllm") for p in four]
+    assert names[at + 56] == "metaqa1.fs_dense_values"
     assert names[-32:-12] == ([f"metaqa{h}.fs_dense_values" for h in (1, 2, 3)]
                               # our feedback against the paper's (sec. 3, A.1.4), where it runs most: GrailQA-Tech
                               + [f"{p}.fs_dense_paperfb" for p in ("metaqa1", "metaqa2", "metaqa3", "gtech")]
@@ -101,6 +108,105 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
                 assert settings[f"{p}.fs_dense_sexpr_sqlpaths"] == {**full, "language": "sexpr"}
             assert settings[f"{p}.io"] == {}
             assert [settings[f"{p}.{B.SHOTS[n]}"] for n in B.SHOTS] == [{**full, "shots": n} for n in B.SHOTS]
+        # the exemplars in the prompt (5: fs_dense itself), the zero-shot ablations, gf-LLM
+        assert [settings[f"{p}.{B.EXEMPLARS[n]}"] for n in B.EXEMPLARS] == [
+            {**full, "exemplars": n} if n != 5 else full for n in B.EXEMPLARS]
+        for a, change in (("zs_dense_sexpr", {"language": "sexpr", "paths_as": "logical_form"}),
+                          ("zs_dense_noegf", {"egf_rounds": 0}), ("zs_dense_norr", {"rerank": False})):
+            assert settings[f"{p}.{a}"] == {**zero, **change}
+        gf = {"retrievers": "dense", "rerank": False, "egf_rounds": 0, "language": "sexpr", "paths_as": "logical_form",
+              "exemplar_choice": "bm25"}
+        assert settings[f"{p}.fs_gfllm"] == {**full, **gf} and settings[f"{p}.zs_gfllm"] == {**zero, **gf}
+
+
+NEW = ("fs_dense_ex0", "fs_dense_ex1", "fs_dense_ex3", "zs_dense_sexpr", "zs_dense_noegf", "zs_dense_norr", "fs_gfllm",
+       "zs_gfllm")
+
+
+def test_the_remaining_experiments_are_needed_cells_with_the_papers_values():
+    """The exemplar count (sec. 4.2.2), the zero-shot ablations (Table 3) and gf-LLM (Table 2): needed cells
+    (not optional) on MetaQA's hops (100 each) and GrailQA-Tech (124), each command one `kgqa run` reads
+    (the method's settings accept it), each with the paper's value named by table and row."""
+    from kgqa_lib.cli import build_parser
+    from kgqa_lib.methods import coerce_settings
+
+    cells = [c for c in B.CELLS if c.config in NEW]
+    assert len(cells) == 32 and {c.name.split(".")[0] for c in cells} == {"metaqa1", "metaqa2", "metaqa3", "gtech"}
+    for c in cells:
+        assert not c.optional and c.planned == (124 if c.name.startswith("gtech") else 100)
+        a = build_parser().parse_args(["run", *c.argv("x.jsonl")])
+        assert (a.command, a.method, a.dataset) == ("run", "fusic", c.dataset) and a.llm == "local?prefix_cache=8"
+        coerce_settings(dict(a.set), "fusic")  # an unknown setting or value would raise
+    assert B.EXEMPLARS[5] == "fs_dense" and not any(n.endswith(".fs_dense_ex5") for n in (c.name for c in B.CELLS))
+    assert {n: B.PAPER[c][1] for n, c in B.EXEMPLARS.items() if n != 5} == {0: "73.6", 1: "70.5", 3: "72.3"}
+    assert {n: str(v) for n, v in B.PAPER_SHOTS.items() if n != 5} == {0: "73.6", 1: "70.5", 3: "72.3"}
+    assert all(B.PAPER[c][0].startswith("sec. 4.2.2") for n, c in B.EXEMPLARS.items() if n != 5)
+    assert [B.PAPER[a] for a in B.ZS_ABLATIONS] == [("Table 3, zero-shot, w/o SPARQL", "60.5"),
+                                                   ("Table 3, zero-shot, w/o EGF", "64.4"),
+                                                   ("Table 3, zero-shot, w/o RR", "59.5")]
+    assert B.PAPER_FULL_T3_ZS == 68.4 and B.PAPER["zs_dense"][1] == "68.4"
+    assert B.PAPER["fs_gfllm"] == ("Table 2, few-shot, gf-LLM", "61.2")
+    assert B.PAPER["zs_gfllm"] == ("Table 2, zero-shot, gf-LLM", "42.8")
+    assert all(B.BASELINE_OF[c] == "zs_dense" for c in (*B.ZS_ABLATIONS, "zs_gfllm"))
+
+
+def test_the_new_sections_read_not_run_yet_then_pair_the_records():
+    full = [_fake(f"q{i}", 1.0, 1) for i in range(10)]
+    half = [_fake(f"q{i}", 1.0 if i < 5 else 0.0, 1) for i in range(10)]
+    text = B.report(lambda c: {}.get(c, []))
+    ex = text.split("## Number of exemplars in the prompt")[1].split("\n## ")[0]
+    zs = text.split("## Table 3 analogue, zero-shot")[1].split("\n## ")[0]
+    gf = text.split("## gf-LLM")[1].split("\n## ")[0]
+    assert ex.count("not run yet") == 16 and zs.count("not run yet") == 24 and gf.count("not run yet") == 16
+    assert "0 → 73.6, 1 → 70.5, 3 → 72.3, 5 → 74.6" in ex and "FuSIC-KBQA(T) 68.4" in zs
+    assert "| 59.5 (Table 3, zero-shot, w/o RR) | -8.9 |" in zs
+    assert "| 42.8 (Table 2, zero-shot, gf-LLM) | +25.6 (Table 2, zero-shot, FuSIC-KBQA(T): 68.4) |" in gf
+    assert "| 61.2 (Table 2, few-shot, gf-LLM) | +9.6 (Table 2, few-shot, FuSIC-KBQA(T): 70.8) |" in gf
+    have = {"gtech.fs_dense": full, "gtech.fs_dense_ex1": half, "gtech.zs_dense": full, "gtech.zs_dense_norr": half,
+            "gtech.zs_gfllm": half[:8]}
+    text = B.report(lambda c: have.get(c, []))
+    ex = text.split("## Number of exemplars in the prompt")[1].split("\n## ")[0]
+    row = next(x for x in ex.splitlines() if "| gtech.fs_dense_ex1 |" in x)
+    assert "| 1 | gtech.fs_dense_ex1 | 10 | 50.0 [" in row and "| -50.0 [" in row and row.endswith("(n=10) | 70.5 |")
+    zs = text.split("## Table 3 analogue, zero-shot")[1].split("\n## ")[0]
+    row = next(x for x in zs.splitlines() if x.startswith("| GrailQA") and "w/o re-ranking, zero-shot" in x)
+    assert "| 10 | 100.0 [" in row and "| -50.0 [" in row and row.endswith("| 59.5 (Table 3, zero-shot, w/o RR) | -8.9 |")
+    gf = text.split("## gf-LLM")[1].split("\n## ")[0]
+    row = next(x for x in gf.splitlines() if x.startswith("| GrailQA") and "| zero-shot |" in x)
+    cells = [x.strip() for x in row.split("|")[1:-1]]
+    assert cells[2] == "8" and cells[3].startswith("62.5 [") and cells[4].startswith("100.0 [")  # on the 8 shared
+    assert cells[5].startswith("+37.5 [") and cells[5].endswith("(n=8)")  # FuSIC(T) − gf-LLM, as the paper's
+    few = next(x for x in gf.splitlines() if x.startswith("| GrailQA") and "| few-shot |" in x)
+    assert "| — | not run yet | 100.0 [" in few  # without gf-LLM records: FuSIC(T) on all of its questions
+    # the few-shot Table 3 analogue is as it was, the zero-shot half beside it
+    gains = B.ablation_gains(lambda c: have.get(c, []), "zero-shot")
+    by = {(g["pair"], g["ablation"]): g for g in gains}
+    assert set(by) == {(p, a) for p in (*B.METAQA, "gtech") for a in B.ZS_ABLATIONS}
+    assert by["gtech", "zs_dense_norr"]["gain"][0] == pytest.approx(-0.5)
+    assert by["gtech", "zs_dense_norr"]["paper − full"] == pytest.approx(59.5 - 68.4)
+    assert {a for _, a in {(g["pair"], g["ablation"]) for g in B.ablation_gains(lambda c: [])}} == {
+        *B.ABLATIONS, "fs_dense_sexpr_sqlpaths"}
+
+
+def test_the_report_shows_table1_beside_the_papers_rows(monkeypatch):
+    from kgqa_lib.bench import fusic_table1 as T1
+
+    monkeypatch.setattr("kgqa_lib.bench.measure.read", lambda m: {})  # never measured
+    text = B.report(lambda c: [])
+    assert "Not computed yet: `kgqa bench run fusic_table1 --yes`" in text.split("## Table 1 analogue")[1]
+    row = {"pair": "gtech", "label": "GrailQA non-technical → GrailQA-Tech", "n_source": 865, "n_target": 124,
+           "js_base": 2.0, "domain_js": 0.5, "new_relation_pct": 100.0, "new_relation_name_pct": 100.0,
+           "function_js": 0.0312, "relations_source": 1.306, "relations_target": 1.605, "similarity_nearest": 0.381,
+           "similarity_mean": 0.087, "tokens_source": 10.88, "tokens_target": 10.6,
+           "generalization": {"I": 4, "C": 3, "Z": 117}}
+    lines = T1.section({"encoder": "all-MiniLM-L6-v2", "shots": 5, "rows": [row]})
+    assert ("| GrailQA non-technical → GrailQA-Tech | 865 / 124 | 0.50 (0.35) | 100.0 (100.0) | 0.03 (0.02) | "
+            "1.31 / 1.60 | 0.38 (0.09) | 10.9 / 10.6 | 4 / 3 / 117 |") in lines
+    assert "| paper, Table 1, row WebQSP→GrailQA-Tech | — | 0.68 | 99.3 | 0.11 | 1.52 / 1.46 | 0.23 | 6.6 / 10.9 | I,C,Z |" \
+        in lines
+    assert [x for x in lines if x.startswith("| paper, Table 1, row ")] == [
+        f"| paper, Table 1, row {k} | — | " + " | ".join(v) + " |" for k in (
+            "GrailQA→GraphQA", "GrailQA→WebQSP", "WebQSP→GrailQA-Tech", "WebQSP→GraphQA-Pop") for v in [T1.PAPER_T1[k]]]
 
 
 def test_planned_sizes_are_the_datasets(data_dir_or_skip):

@@ -291,4 +291,82 @@ def test_similarity_exemplars_are_the_closest_last(tmp_path, tmp_cache):
     closest = pool[int((vecs[1:] @ vecs[0]).argmax())].question
     assert closest in sim[-1]
     with pytest.raises(ValueError, match="exemplar choice"):
-        F.exemplar_order(q, pool, 5, "bm25")
+        F.exemplar_order(q, pool, 5, "random")
+
+
+def _source_pool(task):
+    """The zero-shot exemplar pool as :func:`exemplars_for` filters it (a gold SPARQL form)."""
+    return [p for p in prepared_domain(task.source.name)
+            if p.gold is not None and p.gold.sparql(task.source.profile)]
+
+
+def test_bm25_exemplars_are_the_closest_by_bm25_last(tmp_path, tmp_cache):
+    """exemplar_choice=bm25 (gf-LLM's and KB-Binder's dynamic selection, FuSIC paper sec. 4.1 and 5): the
+    `exemplars` best by BM25 between the questions, the closest last; few-shot, the 5 target shots
+    reordered; zero-shot, 5 of the whole source drawn for this question."""
+    from kgqa_lib.embed.retrieval import BM25Retriever
+
+    task = F.get_task(TASK)
+    q = task.test[0]
+    pool = [p.question for p in prepared_domain(task.target.name, tuple(x.qid for x in task.pool[:5]))]
+    best = [r.index for r in BM25Retriever().rank(q.question, [p.question for p in pool])]
+    assert F.exemplar_order(q, pool, 5, "bm25") == list(reversed(best))
+    assert F.exemplar_order(q, pool, 2, "bm25") == list(reversed(best[:2]))
+    prompts = {}
+    for choice in ("static", "bm25"):
+        backend, ctx = _run(tmp_path / choice, {"shots": 5, "retrievers": "none", "exemplar_choice": choice},
+                            "SELECT ?x WHERE {}")
+        F.fusic(q, ctx)
+        prompts[choice] = _exemplar_questions(backend.generation_requests()[0])
+    assert sorted(prompts["bm25"]) == sorted(prompts["static"])  # the same 5 shots
+    assert [x.split("\n")[0] for x in prompts["bm25"]] == [f"Question: {pool[i].question}" for i in reversed(best)]
+    # zero-shot: the source questions closest by BM25, not a seeded draw
+    src = _source_pool(task)
+    top = [r.index for r in BM25Retriever().rank(q.question, [p.question.question for p in src], k=5)]
+    backend, ctx = _run(tmp_path / "zs", {"shots": 0, "retrievers": "none", "exemplar_choice": "bm25"},
+                        "SELECT ?x WHERE {}")
+    F.fusic(q, ctx)
+    got = [x.split("\n")[0] for x in _exemplar_questions(backend.generation_requests()[0])]
+    assert got == [f"Question: {src[i].question.question}" for i in reversed(top)]
+    other = next(x for x in task.test if x.question.split()[-1] != q.question.split()[-1])
+    assert F.exemplar_order(q, [p.question for p in src], 5, "bm25", shots=False) != \
+        F.exemplar_order(other, [p.question for p in src], 5, "bm25", shots=False)  # each question its own
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_fewer_exemplars_show_the_first_n_shots_with_the_same_context(tmp_path, one_hop, tmp_cache, n):
+    """The exemplar-count cells (sec. 4.2.2): exemplars=n shows the pool's first n of the 5 static shots
+    (0: no exemplar turn), each turn as the 5-exemplar prompt shows it and in its order, with the
+    question's context unchanged."""
+    task, q, good = one_hop
+    prompts = {}
+    for k in (n, 5):
+        backend, ctx = _run(tmp_path / str(k), {"shots": 5, "retrievers": "bm25", "exemplars": k}, good)
+        F.fusic(q, ctx)
+        prompts[k] = backend.generation_requests()[0]
+    few, five = prompts[n], prompts[5]
+    assert len([m for m in few if m[0] == "assistant"]) == n
+    first = {f"Question: {x.question}" for x in task.pool[:n]}
+    assert _exemplar_questions(few) == [t for t in _exemplar_questions(five) if t.split("\n")[0] in first]
+    assert few[0] == five[0] and _context_of(few) == _context_of(five)
+
+
+def test_gf_llm_is_one_call_on_the_retrievers_own_top_k_in_s_expressions(tmp_path, one_hop, tmp_cache):
+    """The gf-LLM cells' settings (FuSIC paper sec. 4.1, appendix A.3, Limitations: the supervised
+    retriever's context as retrieved, s-expressions, one LLM call, BM25 exemplars), here with BM25 as the
+    retriever (the cells: dense): no re-ranking call, no feedback even when the query fails, the paths
+    shown are the retriever's own top 5 as s-expressions."""
+    task, q, good = one_hop
+    gf = {"shots": 5, "retrievers": "bm25", "rerank": False, "egf_rounds": 0, "language": "sexpr",
+          "paths_as": "logical_form", "exemplar_choice": "bm25"}
+    backend, ctx = _run(tmp_path, gf, "(JOIN (R ns:nothing.here) ns:m.0)")
+    res = F.fusic(q, ctx)
+    assert len(backend.requests) == 1 and not backend.rerank_requests() and res.error
+    assert _stage(res, "calls_by_stage")["calls"] == {"rerank": 0, "generation": 1, "feedback": 0, "total": 1}
+    gen = backend.generation_requests()[0]
+    assert "(as s-expressions)" in gen[0][1] and len([m for m in gen if m[0] == "assistant"]) == 5
+    shown = [ln.strip().split("   # ")[0] for ln in _context_of(gen).splitlines() if ln.startswith("  ")]
+    [paths] = [r for r in _stage(res, "retrieve") if r.aspect == "path"]
+    prof = task.target.profile
+    assert shown == [c.display(profile=prof).split("   # ")[0] for c, _ in paths.items[:5]]
+    assert all(x.startswith("(JOIN ") for x in shown)

@@ -119,7 +119,7 @@ def extract_query(text: str, language: str = "sparql") -> tuple[str, str | None]
 # ---------------------------------------------------------------------------------------------
 # Exemplars
 # ---------------------------------------------------------------------------------------------
-EXEMPLAR_CHOICES = ("static", "similarity")
+EXEMPLAR_CHOICES = ("static", "similarity", "bm25")
 
 
 def exemplar_order(q: Question, pool: Sequence[Question], n: int, choice: str = "static", seed: int = 0,
@@ -127,7 +127,8 @@ def exemplar_order(q: Question, pool: Sequence[Question], n: int, choice: str = 
     """Indices into ``pool`` of the n exemplars, in prompt order (see :func:`exemplars_for`).
     static: few-shot (``shots``) the first n in the pool's order; zero-shot n drawn with ``seed`` from
     the pool sorted by qid (independent of the question). similarity: the n closest to ``q``, the
-    closest last (right before the question)."""
+    closest last (right before the question). bm25: the same by BM25 between the questions' words
+    (KB-BINDER's and gf-LLM's dynamic selection, FuSIC paper sec. 4.1 and 5), ties in pool order."""
     if choice not in EXEMPLAR_CHOICES:
         raise ValueError(f"exemplar choice {choice!r}: one of {', '.join(EXEMPLAR_CHOICES)}")
     n = min(n, len(pool))
@@ -138,6 +139,10 @@ def exemplar_order(q: Question, pool: Sequence[Question], n: int, choice: str = 
 
         by_qid = sorted(range(len(pool)), key=lambda i: pool[i].qid)
         return random.Random(f"fusic-exemplars:{seed}").sample(by_qid, n)
+    if choice == "bm25":
+        from ...embed.retrieval import BM25Retriever
+
+        return [r.index for r in reversed(BM25Retriever().rank(q.question, [p.question for p in pool], k=n))]
     from ...embed.embedder import Embedder
 
     emb = embedder or Embedder()

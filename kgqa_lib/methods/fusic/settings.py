@@ -43,11 +43,13 @@ class FuSICSettings(Settings):
            "(TIARA enumerates 2-hop paths, appendix A.1.1); 3 reaches MetaQA's 3-hop answers (the walk's third hop "
            "expands a sample of each 2-hop path's nodes, candidates.THIRD_HOP_SAMPLE); the question's and its "
            "exemplars' candidates, not the dense retriever's training data (trained on 2-hop candidates either way)")
-    exemplar_choice: Literal["static", "similarity"] = setting(
+    exemplar_choice: Literal["static", "similarity", "bm25"] = setting(
         "static", "which exemplars, in which order: static = the paper (sec. 3 and 5: the target's few shots as "
                   "they are; zero-shot, source questions drawn at random once, with the run's seed); similarity "
                   "= the `exemplars` closest to the question by sentence embedding, closest last (dynamic "
-                  "selection, which the paper tried and dropped; our earlier default)")
+                  "selection, which the paper tried and dropped; our earlier default); bm25 = the closest by "
+                  "BM25 over the questions' words, closest last (how the paper's KB-Binder and gf-LLM baselines "
+                  "pick theirs, sec. 4.1 and 5)")
     paths_as: Literal["sparql", "logical_form"] = setting(
         "sparql", "how the generation prompt shows the retrieved paths: sparql = as SPARQL programs (sec. 3, "
                   "whatever the LLM writes); logical_form = in the language the LLM writes — with language=sexpr, "
