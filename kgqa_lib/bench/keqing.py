@@ -67,8 +67,9 @@ def strip_full(r: dict) -> dict:
     plan = stage(r, "execute_plan")
     steps = plan[0] if isinstance(plan, list) and plan else []
     rs = [st.get("reasoning", {}) for st in steps]
-    out["reasoning"] = [{k: x.get(k) for k in ("mode", "n_candidates", "n_answers", "unmatched", "over_bound",
-                                                  "calls", "called", "error")} for x in rs]
+    out["reasoning"] = [{**{k: x.get(k) for k in ("mode", "n_candidates", "n_answers", "unmatched", "over_bound",
+                                                     "calls", "called", "error")},
+                         **{k: x[k] for k in ("dense", "dense_selected") if k in x}} for x in rs]
     gold = {_norm(g) for g in r.get("gold") or []}
     pred = [_norm(p) for p in r.get("prediction") or []]
     last = rs[-1] if rs else {}
@@ -377,9 +378,16 @@ TABLE_FULL = register(Table(
 # ---------------------------------------------------------------- Fig. 5 (K) and Fig. 6 (chain directly)
 ABLATION_SAMPLE = 100  # a seeded subset of keqing_full's 200 (random.sample draws are prefix-consistent)
 KS = (2, 4, 8)
+DENSE_N = 10  # triples the dense-supplement cells add (the paper names no number; fixed before any run)
+# the parts of the paper (and of its released code) beyond Fig. 5 and 6: cell prefix, `--set`, row label
+PARTS = (("keqing_dense", f"dense_supplement={DENSE_N}", f"dense supplement, {DENSE_N} triples (sec. 3.2)"),
+         ("keqing_text", "candidates=text", "candidates as text (sec. 3.3)"),
+         ("keqing_released", "pipeline=released", "as released by its authors (1-hop facts, no response)"))
 
 
-def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> str:
+def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, Any]], chains: bool = True) -> str:
+    """One configuration's row; ``chains=False`` for a pipeline without templates (the released code),
+    whose decomposition has a seed to check but no template chain."""
     row = summarize(recs)
     n_cands = [x.get("n_candidates") or 0 for r in recs for x in r.get("reasoning") or []]
     # calls the current code makes (older records hold selection calls over one candidate; see calls_now)
@@ -393,7 +401,7 @@ def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, A
              f"of {len(over)} (of {len(subs)})") if subs else "—"
     decs = [d for d in (_decomposition(r) for r in recs) if d]
     seeds = [d["seed_correct"] for d in decs if "seed_correct" in d]
-    dec = (f"{np.mean([bool(d.get('chain_correct', d.get('correct'))) for d in decs]):.2f} / "
+    dec = (f"{np.mean([bool(d.get('chain_correct', d.get('correct'))) for d in decs]):.2f} / " if chains else "— / ") + (
            f"{f'{np.mean(seeds):.2f}' if seeds else '—'} (n={len(decs)}"
            f"{'' if len(seeds) in (0, len(decs)) else f' / {len(seeds)}'})") if decs else "—"
     return (f"| {label} | {row['n']} | {_rate([r['metrics']['hits@1'] for r in recs])} | "
@@ -408,7 +416,8 @@ def report_ablations(records: Records) -> str:
     from .core import get_table
 
     full = Records(get_table("keqing_full"))
-    lines = ["# Keqing ablations on MetaQA dev (local model): Fig. 5's K and Fig. 6's logical chain directly", "",
+    lines = ["# Keqing ablations on MetaQA dev (local model): Fig. 5's K, Fig. 6's logical chain directly, the dense "
+             "supplement, candidates as text, the released code", "",
              f"{ABLATION_SAMPLE} questions per hop (a subset of keqing_full's {SAMPLE}); every other setting is the "
              "default (four stages). `gain`: Hits@1 minus the default run (K = 1, decomposition) on the same questions, "
              "points, paired bootstrap 95% CI. `candidates / sub-q`: candidate answers the reasoning stage saw per "
@@ -428,7 +437,17 @@ def report_ablations(records: Records) -> str:
              "one an earlier run made (the decomposition, a selection over the same candidates) is answered from the "
              "LLM cache, so later cells took fewer seconds. `chain right / seed right`: the decomposition's relation "
              "chain (for the logical chain directly: the written chain) equals the gold chain / its seed names link to "
-             "the topic entity (`—`: records older than the seed check; `n=a / b`: b of them have it).", "",
+             "the topic entity (`—`: records older than the seed check; `n=a / b`: b of them have it). The parts of the "
+             "paper beyond its figures, and its authors' code, each on the same questions: `dense supplement` (sec. 3.2, "
+             f"`dense_supplement={DENSE_N}`): up to {DENSE_N} triples around a sub-question's seeds, ranked by "
+             "sentence-embedding similarity with it (all-MiniLM-L6-v2 standing for the paper's DPR) and reaching "
+             "entities the chains did not, join the chains' candidates within the room the selection bound leaves (the "
+             "paper: 'if there remains additional token budget'; it names no number: ours was fixed before any run); "
+             "`candidates as text` (sec. 3.3, `candidates=text`): the candidate facts serialised as sentences, the way the "
+             "paper finds suits fine-tuned models, instead of tuples explained in the instruction; `as released by its "
+             "authors` (`pipeline=released`, the released code's `chat.py`): after the same decomposition, every 1-hop "
+             "fact of each seed instead of templates and chains, one reasoning call per seed whose facts hold several "
+             "relations, and no response (its chain column reads `—`: it matches no template).", "",
              "| configuration | n | Hits@1 [95% CI] | F1 [95% CI] | gain over default | chain right / seed right | "
              "candidates / sub-q | over the bound: group choice first / kept all / of | reasoning calls/q | calls/q | tokens/q | s/q (cached calls/q) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -438,13 +457,16 @@ def report_ablations(records: Records) -> str:
         runs["logical chain directly (Fig. 6)"] = records(f"keqing_chain_{h}hop")
         if h > 1:  # one sub-question: the same as the default
             runs["selection on the last sub-question only"] = records(f"keqing_last_{h}hop")
+        for prefix, _, label in PARTS:
+            runs[label] = records(f"{prefix}_{h}hop")
         qids = set().union(*({r["qid"] for r in v} for v in runs.values()))
         base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if qids else []
         lines.append(f"| **{h}-hop** | | | | | | | | | | | |")
         if base:
             lines.append(_ablation_row("K = 1, decomposition (default)", base, []))
         for label, recs in runs.items():
-            lines.append(_ablation_row(label, recs, base) if recs else f"| {label} | 0 | not run yet | | | | | | | | | |")
+            lines.append(_ablation_row(label, recs, base, chains=label != PARTS[2][2]) if recs else
+                         f"| {label} | 0 | not run yet | | | | | | | | | |")
         complete = [(lb, rs) for lb, rs in [("K = 1, decomposition (default)", base), *runs.items()]
                     if len(rs) >= ABLATION_SAMPLE]
         if complete:
@@ -456,7 +478,59 @@ def report_ablations(records: Records) -> str:
               "current code makes). A gap of exactly 2.0 counts as within.", "",
               "| hops | configuration | Hits@1 | ceiling | − ceiling (points) | calls/q | met |",
               "|---|---|---|---|---|---|---|", *goal]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _parts(records, full)) + "\n"
+
+
+def supplement_stats(recs: list[dict[str, Any]]) -> str:
+    """What the dense supplement did in these records: its candidates per sub-question it joined, the
+    share of the answers kept there that it gave, and the questions whose final answers hold one of them."""
+    steps = [x for r in recs for x in r.get("reasoning") or [] if x.get("dense")]
+    if not steps:
+        return "no sub-question got a supplement"
+    last = sum(1 for r in recs if ((r.get("reasoning") or [{}])[-1] or {}).get("dense_selected"))
+    answers = sum(x.get("n_answers") or 0 for x in steps)
+    return (f"{np.mean([x['dense'] for x in steps]):.1f} supplement candidates in {len(steps)} sub-questions; "
+            f"{sum(x.get('dense_selected') or 0 for x in steps)} of their {answers} answers from it; "
+            f"{last} of {len(recs)} questions answered with one")
+
+
+def _parts(records: Records, full: Records) -> list[str]:
+    """The dense supplement, the text format and the released code, each against the default on the same
+    questions: paired Hits@1, and what each changes (the supplement's share of the answers; the released
+    code's reasoning calls and facts over its bound)."""
+    lines = ["", "## The dense supplement, candidates as text and the released code, beside the default", "",
+             "Each configuration against the default (the four stages with K = 1, the keqing_full records) on the "
+             "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI. `what it "
+             "changed`: for the supplement, its candidates per sub-question it joined and the answers it gave; for the "
+             "text format, the selection calls; for the released code, its reasoning calls (one per seed with facts of "
+             "several relations, at most "
+             f"{KeqingSettings().released_seeds} seeds per sub-question) and the sub-questions with a seed whose facts "
+             f"were over its bound of {KeqingSettings().released_facts} per call.", "",
+             "| hops | configuration | paired n | default Hits@1 | Hits@1 | difference [95% CI] | what it changed |",
+             "|---|---|---|---|---|---|---|"]
+    for h in HOPS:
+        for prefix, setting, label in PARTS:
+            recs = records(f"{prefix}_{h}hop")
+            if not recs:
+                lines.append(f"| {h} | {label} | 0 | | not run yet (`{prefix}_{h}hop`, `--set {setting}`) | | |")
+                continue
+            qids = {r["qid"] for r in recs}
+            base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids]
+            both = {r["qid"] for r in base}
+            mine = [r for r in recs if r["qid"] in both]
+            steps = [x for r in recs for x in r.get("reasoning") or []]
+            if prefix == "keqing_dense":
+                what = supplement_stats(recs)
+            elif prefix == "keqing_text":
+                what = f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} selection calls/q"
+            else:
+                what = (f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} reasoning calls/q; "
+                        f"{sum(1 for x in steps if x.get('over_bound'))} sub-questions with a seed over the bound")
+            hits = f"{np.mean([r['metrics']['hits@1'] for r in base]):.3f}" if base else "—"
+            lines.append(f"| {h} | {label} | {len(mine)} | {hits} | "
+                         f"{np.mean([r['metrics']['hits@1'] for r in mine]) if mine else float('nan'):.3f} | "
+                         f"{format_gain(paired_gain(recs, base, 'hits@1')) if base else '—'} | {what} |")
+    return lines
 
 
 def _goal_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> str:
@@ -483,10 +557,18 @@ ABLATION_CELLS = tuple(
     # dropping the path, and it spends one selection call per question
     Cell(f"keqing_last_{h}hop", "keqing", f"keqing:metaqa:{h}hop", ABLATION_SAMPLE,
          ("--sample", str(ABLATION_SAMPLE), "--llm", "local", "--set", "reason_steps=last", "--no-transcripts"))
-    for h in HOPS if h > 1)
+    for h in HOPS if h > 1) + tuple(
+    # the dense supplement (sec. 3.2), the candidates as text (sec. 3.3) and the authors' released code, on the
+    # same questions as the default
+    Cell(f"{prefix}_{h}hop", "keqing", f"keqing:metaqa:{h}hop", ABLATION_SAMPLE,
+         ("--sample", str(ABLATION_SAMPLE), "--llm", "local", "--set", setting, "--no-transcripts"))
+    for prefix, setting, _ in PARTS for h in HOPS)
 
 TABLE_ABLATIONS = register(Table(
-    name="keqing_ablations", title="Keqing on MetaQA dev: K = 2/4/8 (Fig. 5), the logical chain directly (Fig. 6), selection on the last sub-question",
+    name="keqing_ablations", title="Keqing on MetaQA dev: K = 2/4/8 (Fig. 5), the logical chain directly (Fig. 6), selection on "
+                                   "the last sub-question, the dense supplement (sec. 3.2), candidates as text (sec. 3.3), "
+                                   "the released code",
     cells=ABLATION_CELLS, report=report_ablations, output="keqing_ablations.md", strip=strip_full,
-    records="keqing_ablations", source="Keqing paper, Fig. 5 and Fig. 6", extra_files=(CEILING_FILE,),
+    records="keqing_ablations", source="Keqing paper, Fig. 5 and Fig. 6, sec. 3.2 and 3.3; its authors' released code",
+    extra_files=(CEILING_FILE,),
 ))

@@ -12,12 +12,18 @@ Stages, one function each (the notebooks show them cell by cell):
 3. :func:`match_templates` — top-K templates per sub-question by cosine similarity → candidate chains.
 4. :func:`retrieve_candidates` — the chains executed on the KG from the sub-question's seeds →
    candidate triples grouped by chain. The question's topic entity is never an answer of any hop
-   (MetaQA's convention, also when a chain returns to its start).
+   (MetaQA's convention, also when a chain returns to its start). With ``dense_supplement`` > 0,
+   :func:`dense_supplement` adds the paper's supplement (sec. 3.2): triples around the seeds ranked by
+   sentence-embedding similarity with the sub-question, reaching entities the chains did not.
 5. :func:`select_candidates` — candidate reasoning as in the paper (sec. 3.3): the LLM reads the
    verbalised candidate triples of a sub-question and selects its answer entities (C* ⊆ C);
    answers flow into the sub-questions that depend on them. :func:`reason` (the LLM chooses among
    chain groups) and :func:`keep_all` (no LLM) are the named alternatives (``reasoning`` setting).
 6. :func:`respond` — the LLM summarises the execution log into an answer that shows the path.
+
+``pipeline=released`` runs, after the same decomposition, what the authors' released code
+(``NoviceStone/Keqing``, ``chat.py``) does instead of stages 2–6: every 1-hop fact of each seed entity,
+read by the LLM one seed at a time, and no response (:func:`execute_released`).
 
 Pools and splits: MetaQA has no train split here, so dev is split by line number — every tenth
 line is the pool (templates and exemplars), the rest is what we evaluate (``keqing:metaqa:Nhop``).
@@ -587,15 +593,26 @@ def relation_path(kg_name: str, chain: Sequence[str]) -> list[str] | None:
     return list(chain)
 
 
+DENSE = "(dense supplement)"  # the chain name of the dense supplement's group (sec. 3.2, ``dense_supplement``)
+ONE_HOP = "(1-hop facts)"  # the chain name of a seed's 1-hop facts (``pipeline=released``)
+
+
 @dataclass
 class CandidateGroup:
     chain: tuple[str, ...]
     triples: list[tuple[str, str, str]]  # (head label, relation, tail label), one per reached entity
     tails: list[str]  # reached entity IRIs / literal values, most supported first
     reached: list[str] = field(default_factory=list)  # the entity of each triple (same order as ``triples``)
+    # a group no chain made (the dense supplement, a seed's 1-hop facts): each triple (s, r, o) as the KG
+    # states it, and for the supplement its cosine with the sub-question ([] for a chain's group)
+    stated: list[tuple[str, str, str]] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"chain": list(self.chain), "n": len(self.tails), "triples": [list(t) for t in self.triples[:20]]}
+        out = {"chain": list(self.chain), "n": len(self.tails), "triples": [list(t) for t in self.triples[:20]]}
+        if self.scores:
+            out["scores"] = [round(float(s), 4) for s in self.scores[:20]]
+        return out
 
 
 def link_seed(name: str, kg, topic_hint: Sequence[str] = ()) -> list[str]:
@@ -644,6 +661,66 @@ def _label(kg, v: str) -> str:
     return kg.label(v) if "://" in v else v
 
 
+def _neighbours(kg, seed: str, limit: int | None = None) -> list[tuple[str, str, bool, tuple[str, str, str]]]:
+    """The 1-hop facts of ``seed``, both directions: (the other entity, the relation's label, whether
+    the seed is the object, (s, r, o) labels as the KG states the fact), each fact once. A literal
+    value has none."""
+    if "://" not in seed:
+        return []
+    out: dict[tuple[str, str, str], tuple[str, str, bool, tuple[str, str, str]]] = {}
+    for t in kg.triples_around(seed, "both", limit=limit):
+        inverse = t.s.iri != seed
+        other = t.s if inverse else t.o
+        rel = t.r.label or t.r.iri
+        out.setdefault((t.s.iri, t.r.iri, t.o.iri), (other.iri, rel, inverse, (t.s.label, rel, t.o.label)))
+    return list(out.values())
+
+
+DENSE_MAX_SEEDS = 50  # seeds whose neighbourhoods the dense supplement reads (in the order they were reached)
+DENSE_PER_SEED = 500  # triples read around one seed (a hub — a genre, a year — has thousands)
+
+
+def dense_supplement(kg, sub_text: str, seeds: Sequence[str], exclude: set[str], known: set[str], embedder,
+                     n: int) -> CandidateGroup:
+    """Stage 4b, the paper's supplement to the chains (sec. 3.2: "the triplets retrieved by DPR will also
+    be included as supplementary answer candidates"): the triples around the sub-question's seeds
+    (1 hop, both directions; the first :data:`DENSE_MAX_SEEDS` seeds, :data:`DENSE_PER_SEED` triples
+    each) are verbalised as sentences ``s r o`` and ranked by cosine similarity with the sub-question (as
+    shown to the LLM, seeds filled in) under the project's sentence encoder; the ``n`` best triples that
+    reach an entity the chains did not reach (one triple per entity, its best; never a seed or the
+    topic, ``exclude``) form one more candidate group. The paper's retriever is DPR (a BERT bi-encoder
+    trained for passage retrieval) over its knowledge base; here the encoder is the project's
+    all-MiniLM-L6-v2 and the search space the seeds' neighbourhood, where every triple names a candidate
+    answer next to the seed."""
+    if n <= 0 or embedder is None:
+        return CandidateGroup((DENSE,), [], [], [])
+    seeds = list(dict.fromkeys(seeds))
+    skip = set(exclude) | set(known) | set(seeds)
+    facts: list[tuple[str, str, tuple[str, str, str]]] = []  # (reached entity, its triple from the seed, stated)
+    for seed in seeds[:DENSE_MAX_SEEDS]:
+        for other, rel, inverse, stated in _neighbours(kg, seed, DENSE_PER_SEED):
+            if other not in skip:
+                facts.append((other, (_label(kg, seed), ("^" if inverse else "") + rel, stated[2] if not inverse else stated[0]),
+                              stated))
+    if not facts:
+        return CandidateGroup((DENSE,), [], [], [])
+    texts = [f"{s} {r} {o}" for _, _, (s, r, o) in facts]
+    idx, scores = cosine_topk(embedder.encode([sub_text])[0], embedder.encode(texts), len(texts))
+    group = CandidateGroup((DENSE,), [], [], [])
+    for i, sc in zip(idx.tolist(), scores.tolist()):
+        v, triple, stated = facts[i]
+        if v in group.tails:
+            continue
+        group.triples.append(triple)
+        group.tails.append(v)
+        group.reached.append(v)
+        group.stated.append(stated)
+        group.scores.append(float(sc))
+        if len(group.tails) >= n:
+            break
+    return group
+
+
 # --------------------------------------------------------------------------------------------
 # Stage 5: candidate reasoning
 # --------------------------------------------------------------------------------------------
@@ -663,6 +740,8 @@ class Reasoning:
     unmatched: int = 0  # names the LLM wrote that are no candidate (made up, or a subject)
     over_bound: bool = False  # more candidates than one call may show: all kept, no selection call
     calls: int = 0
+    dense: int = 0  # of the candidates: the dense supplement's (``dense_supplement``; 0 without it)
+    dense_selected: int = 0  # of the answers: the dense supplement's
 
     def as_dict(self) -> dict[str, Any]:
         out = {"subquestion": self.subquestion, "question": self.question, "chosen": self.chosen,
@@ -671,6 +750,8 @@ class Reasoning:
             out.update(mode=self.mode, n_candidates=self.n_candidates, candidates=self.candidates[:MAX_TRACE],
                        selected=self.selected[:MAX_TRACE], unmatched=self.unmatched, over_bound=self.over_bound,
                        calls=self.calls)
+        if self.dense:
+            out.update(dense=self.dense, dense_selected=self.dense_selected)
         return out
 
 
@@ -720,11 +801,16 @@ def verbalise(group: CandidateGroup, i: int, fmt: str = "rules") -> str:
     """The i-th candidate fact of a group as the LLM sees it: a tuple ``(s, r, o)`` (``rules``: the
     format explained in the instruction, for off-the-shelf models) or a sentence ``s r o.`` (``text``:
     the serialised form of the paper's Fig. 4, for fine-tuned models). A one-relation inverse chain
-    (``^directed_by`` from a director) is turned round, so the fact reads as the KG states it."""
-    head, _, tail = group.triples[i]
-    chain = group.chain
-    rel = " / ".join(c.lstrip("^").replace("_", " ") for c in chain)
-    s, o = (tail, head) if len(chain) == 1 and chain[0].startswith("^") else (head, tail)
+    (``^directed_by`` from a director) is turned round, so the fact reads as the KG states it; a group
+    no chain made (the dense supplement, a seed's 1-hop facts) holds its facts as the KG states them."""
+    if group.stated:
+        s, rel, o = group.stated[i]
+        rel = rel.replace("_", " ")
+    else:
+        head, _, tail = group.triples[i]
+        chain = group.chain
+        rel = " / ".join(c.lstrip("^").replace("_", " ") for c in chain)
+        s, o = (tail, head) if len(chain) == 1 and chain[0].startswith("^") else (head, tail)
     return f"({s}, {rel}, {o})" if fmt == "rules" else f"{s} {rel} {o}."
 
 
@@ -797,12 +883,29 @@ def select_candidates(sub_text: str, groups: Sequence[CandidateGroup], ctx: Cont
     narrowed by the group choice (:func:`reason`, one more call); if the rest is still above the
     bound, every candidate is kept without a selection call (``over_bound``, counted). An answer
     that names no candidate falls back to all candidates (``select_empty`` when the LLM selected
-    nothing, ``select_unmatched`` when its names match none): a malformed answer never ends a run."""
+    nothing, ``select_unmatched`` when its names match none): a malformed answer never ends a run.
+    With the dense supplement among the groups (:func:`dense_supplement`), the fallback keeps the
+    chains' candidates only (the supplement's when the chains reached none), and the reasoning counts
+    the supplement's candidates and answers (``dense``, ``dense_selected``)."""
     if fmt not in SELECT_FORMATS:
         raise ValueError(f"unknown candidate format {fmt!r}; use one of {', '.join(SELECT_FORMATS)}")
     live = [i for i, g in enumerate(groups) if g.tails]
     if not live:
         return Reasoning(sub_id, sub_text, [], [], error="no_candidates", mode="select")
+    r = _select(sub_text, groups, ctx, sub_id, fmt, max_candidates, live)
+    supplement = {v for i in r.chosen if groups[i].chain == (DENSE,) for v in groups[i].tails}
+    if supplement:
+        if r.error in ("select_empty", "select_unmatched"):
+            chains = [i for i in r.chosen if groups[i].chain != (DENSE,)]
+            kept = [c[0] for c in candidate_facts(groups, chains, fmt)]
+            r.answers = kept or r.answers
+        r.dense = len(supplement)
+        r.dense_selected = sum(1 for v in r.answers if v in supplement)
+    return r
+
+
+def _select(sub_text: str, groups: Sequence[CandidateGroup], ctx: Context, sub_id: int, fmt: str,
+            max_candidates: int, live: list[int]) -> Reasoning:
     which, text, calls, error = live, "", 0, None
     n_all = len(candidate_facts(groups, live, fmt))
     if n_all > max_candidates and len(live) > 1:
@@ -870,14 +973,37 @@ def order_subquestions(subs: Sequence[SubQuestion]) -> list[SubQuestion]:
     return done
 
 
+def resolve_seeds(s: SubQuestion, answers: dict[int, list[str]], topic: set[str], kg) -> tuple[list[str], bool]:
+    """The entities a sub-question starts from: its seed names linked (:func:`link_seed`) and the answers
+    of the sub-questions its ``<ANSWER>-k`` references name. True when the model named no usable seed: a
+    first sub-question then starts from the topic entity, a later one from the answers of what it
+    depends on."""
+    seeds: list[str] = []
+    for name in s.seed_entities:
+        ref = _ANSWER_REF.search(name)
+        if ref:
+            seeds += answers.get(int(ref.group(1)), [])
+        else:
+            seeds += link_seed(name, kg)
+    unlinked = not s.seed_entities or (not seeds and not any(_ANSWER_REF.search(n) for n in s.seed_entities))
+    if unlinked:
+        seeds = [v for d in s.dep for v in answers.get(d, [])] or sorted(topic)
+    return list(dict.fromkeys(seeds)), unlinked
+
+
 def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, ctx: Context, kg_name: str,
                  K: int = 1, reasoning: str = "select", fmt: str = "rules",
-                 max_candidates: int = 40, reason_steps: str = "every") -> tuple[list[Step], str | None]:
+                 max_candidates: int = 40, reason_steps: str = "every",
+                 dense: int = 0) -> tuple[list[Step], str | None]:
     """Match, retrieve and reason for every sub-question in dependency order. ``reasoning``:
     ``select`` (the paper's candidate reasoning, :func:`select_candidates`), ``group`` (the LLM
     chooses among chain groups, no call for one group: :func:`reason`) or ``all`` (no LLM).
     ``reason_steps``: ``every`` sub-question (the paper) or only the ``last`` one (earlier ones keep
-    every entity their chains reach, :func:`keep_all`)."""
+    every entity their chains reach, :func:`keep_all`). ``dense`` > 0 adds up to that many
+    dense-retrieved triples to the chains' candidates of every sub-question the LLM reasons over
+    (:func:`dense_supplement`, the paper's supplement "if there remains additional token budget": with
+    the candidate selection, no more than the room the chains' candidates leave under
+    ``max_candidates``; none to a sub-question that keeps every candidate without an LLM)."""
     if reasoning not in REASONING_MODES:
         raise ValueError(f"unknown reasoning {reasoning!r}; use one of {', '.join(REASONING_MODES)}")
     kg = ctx.kg
@@ -890,22 +1016,17 @@ def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, c
     steps: list[Step] = []
     error = None
     for s in ordered:
-        seeds: list[str] = []
-        for name in s.seed_entities:
-            ref = _ANSWER_REF.search(name)
-            if ref:
-                seeds += answers.get(int(ref.group(1)), [])
-            else:
-                seeds += link_seed(name, kg)
-        if not s.seed_entities or (not seeds and not any(_ANSWER_REF.search(n) for n in s.seed_entities)):
-            # the model named no usable seed: a first sub-question starts from the topic entity,
-            # a later one from the answers of what it depends on
-            seeds = [v for d in s.dep for v in answers.get(d, [])] or sorted(topic)
+        seeds, unlinked = resolve_seeds(s, answers, topic, kg)
+        if unlinked:
             error = error or "seed_unlinked"
-        seeds = list(dict.fromkeys(seeds))
         groups = retrieve_candidates(kg, kg_name, seeds, matches[s.id].chains, topic)
         shown = fill_mask(s.question if MASK in s.question else matches[s.id].text, [_label(kg, v) for v in seeds])
-        if reason_steps == "last" and s is not ordered[-1]:
+        last_only = reason_steps == "last" and s is not ordered[-1]
+        if dense > 0 and reasoning != "all" and not last_only:
+            known = {v for g in groups for v in g.tails}
+            room = dense if reasoning != "select" else min(dense, max(0, max_candidates - len(known)))
+            groups = groups + [dense_supplement(kg, shown, seeds, topic, known, ctx.embedder, room)]
+        if last_only:
             r = keep_all(shown, groups, s.id)
         elif reasoning == "select":
             r = select_candidates(shown, groups, ctx, s.id, fmt, max_candidates)
@@ -917,6 +1038,122 @@ def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, c
             error = error or r.error
         answers[s.id] = r.answers
         steps.append(Step(s, seeds, matches[s.id], groups, r))
+    return steps, error
+
+
+# --------------------------------------------------------------------------------------------
+# Keqing as released by its authors (``pipeline=released``)
+# --------------------------------------------------------------------------------------------
+def one_hop_facts(kg, seed: str, max_facts: int | None = None) -> tuple[CandidateGroup, int, int]:
+    """The released code's knowledge retrieval: every 1-hop fact of ``seed`` (both directions), as a
+    group whose facts read as the KG states them; with how many facts and how many relations (a relation
+    and its inverse are one, as the released code counts them) the seed has. ``max_facts``: at most that
+    many facts in the group (the released code sends all to its LLM; a hub would not fit the local model's
+    context), taken in turn from each relation so that every relation keeps some."""
+    facts = _neighbours(kg, seed)
+    by_rel: dict[tuple[str, bool], list] = defaultdict(list)
+    for f in facts:
+        by_rel[(f[1], f[2])].append(f)
+    bound = len(facts) if max_facts is None else min(max_facts, len(facts))
+    shown: list = []
+    queues = [list(v) for v in by_rel.values()]
+    while len(shown) < bound:
+        for qu in queues:
+            if qu and len(shown) < bound:
+                shown.append(qu.pop(0))
+    label = _label(kg, seed)
+    group = CandidateGroup((ONE_HOP,), [(label, ("^" if inv else "") + rel, st[0] if inv else st[2])
+                                        for _, rel, inv, st in shown],
+                           list(dict.fromkeys(v for v, _, _, _ in shown)), [v for v, _, _, _ in shown],
+                           [st for _, _, _, st in shown])
+    return group, len(facts), len({rel for rel, _ in by_rel})
+
+
+def _fill_one(question: str, label: str) -> str:
+    """The released code's sub-question for one seed: its mask (or answer reference) replaced by
+    ``[label]``; a question without either as it is."""
+    text = _ANSWER_REF.sub(MASK, question)
+    return text.replace(MASK, f"[{label}]") if MASK in text else text
+
+
+def reason_released(question: str, seed: str, ctx: Context, sub_id: int = 0, fmt: str = "rules",
+                    max_facts: int = 200) -> tuple[CandidateGroup, Reasoning]:
+    """The released code's candidate reasoning for one seed entity: the LLM reads every 1-hop fact of the
+    seed (:func:`one_hop_facts`; at most ``max_facts`` in one call, ``over_bound`` when it has more) and the
+    sub-question with the seed's name in brackets, and lists the answers, with the prompt of the default
+    selection (:data:`SELECT_FORMATS`). When the seed's facts hold one relation only, every neighbour is an
+    answer and no call is made, as in the released code. The names the LLM writes are mapped onto the
+    entities of the facts shown (the seed included) by label; names that match none are dropped and
+    counted (``unmatched``). An empty list is an empty answer: there is no fallback."""
+    kg = ctx.kg
+    shown = _fill_one(question, _label(kg, seed))
+    group, n_facts, n_rels = one_hop_facts(kg, seed)
+    if n_rels > 1 and n_facts > max_facts:
+        group, _, _ = one_hop_facts(kg, seed, max_facts)
+    if not group.tails:
+        return group, Reasoning(sub_id, shown, [], [], error="no_candidates", mode="released")
+    labels = [_label(kg, v) for v in group.tails]
+    if n_rels == 1:
+        return group, Reasoning(sub_id, shown, [0], list(group.tails), mode="released", n_candidates=len(group.tails),
+                                candidates=labels[:MAX_TRACE])
+    facts = list(dict.fromkeys(verbalise(group, i, fmt) for i in range(len(group.reached))))
+    prompt = load_prompt(SELECT_FORMATS[fmt])
+    r = ctx.llm.chat(prompt.messages(facts="\n".join(facts) if fmt == "rules" else " ".join(facts), question=shown),
+                     max_tokens=min(24 + 12 * len(group.tails), 480), temperature=0.0, seed=ctx.seed)
+    names, _ = parse_selection(r.text)
+    cands = [(seed, _label(kg, seed), "")] + [(v, lb, "") for v, lb in zip(group.tails, labels)]
+    iris, chosen, unmatched = match_selection(names or [], cands)
+    error = None if iris else ("select_unmatched" if names else "select_empty")
+    return group, Reasoning(sub_id, shown, [0], iris, r.text, True, error, "released", len(group.tails),
+                            labels[:MAX_TRACE], chosen, unmatched, n_facts > len(group.reached), 1)
+
+
+def execute_released(q: Question, subs: Sequence[SubQuestion], ctx: Context, fmt: str = "rules",
+                     max_facts: int = 200, max_seeds: int = 200) -> tuple[list[Step], str | None]:
+    """Keqing as its authors released it (``NoviceStone/Keqing``, ``chat.py``), after the decomposition:
+    for every sub-question in dependency order, every seed entity's 1-hop facts are read by the LLM
+    (:func:`reason_released`, one call per seed with facts of several relations); the sub-question's
+    answers are the union over its seeds, less the seeds of the sub-question it depends on (the released
+    code's only exclusion; the question's topic entity is not excluded as such). No templates, no chains,
+    no response. The answers keep the order the LLM wrote them in, seed by seed (the released code
+    returns a set, whose order is arbitrary). Seeds are resolved as in :func:`execute_plan`
+    (:func:`resolve_seeds`); the first ``max_seeds`` of them are read (the released code reads all: a
+    sub-question whose seeds are a hub's thousands of neighbours would make as many calls)."""
+    kg = ctx.kg
+    ordered = order_subquestions(subs)
+    answers: dict[int, list[str]] = {}
+    seeds_of: dict[int, list[str]] = {}
+    topic = {v for t in q.topic_entities for v in link_seed(t, kg)}
+    steps: list[Step] = []
+    error = None
+    for s in ordered:
+        seeds, unlinked = resolve_seeds(s, answers, topic, kg)
+        if unlinked:
+            error = error or "seed_unlinked"
+        seeds_of[s.id] = seeds
+        exclude = set(seeds_of.get(s.dep[0], [])) if s.dep else set()
+        groups: list[CandidateGroup] = []
+        parts: list[Reasoning] = []
+        for seed in seeds[:max(0, max_seeds)]:
+            g, r = reason_released(s.question, seed, ctx, s.id, fmt, max_facts)
+            groups.append(g)
+            parts.append(r)
+        found = list(dict.fromkeys(v for r in parts for v in r.answers if v not in exclude))
+        labels = list(dict.fromkeys(lb for r in parts for lb in r.candidates))
+        called = [r for r in parts if r.called]
+        err = None if found or not called else ("select_unmatched" if any(r.unmatched for r in called) else "select_empty")
+        if not any(g.tails for g in groups):
+            err = "no_candidates"
+        shown = fill_mask(_ANSWER_REF.sub(MASK, s.question), [_label(kg, v) for v in seeds])
+        r = Reasoning(s.id, shown, [i for i, p in enumerate(parts) if p.answers], found,
+                      "\n".join(p.text for p in called), bool(called), err, "released",
+                      len({v for g in groups for v in g.tails}), labels[:MAX_TRACE],
+                      list(dict.fromkeys(lb for p in parts for lb in p.selected)), sum(p.unmatched for p in parts),
+                      any(p.over_bound for p in parts), len(called))
+        if err in ("select_empty", "select_unmatched"):
+            error = error or err
+        answers[s.id] = found
+        steps.append(Step(s, seeds, Match(s.id, masked_text(s), [], []), groups, r))
     return steps, error
 
 
@@ -1041,6 +1278,22 @@ class KeqingSettings(Settings):
         "linked", "topic entities of a question whose dataset gives none at test time (GrailQA): linked = FuSIC's "
                   "entity linker on the question text; oracle = ORACLE, the dataset's gold-derived ones (GrailQA: the "
                   "gold s-expression's entity). Where the dataset gives them (MetaQA, the mini-world): those, either way")
+    dense_supplement: int = setting(
+        0, "sec. 3.2's supplement: up to this many dense-retrieved triples (the seeds' 1-hop triples ranked by "
+           "sentence-embedding similarity with the sub-question, each reaching an entity the chains did not) added to "
+           "the chains' candidates of every sub-question the LLM reasons over, within the room reason_max leaves "
+           "(the paper: DPR's triples, 'if there remains additional token budget'); 0 = none")
+    pipeline: Literal["paper", "released"] = setting(
+        "paper", "paper: the method as the paper describes it; released: as its authors' code (NoviceStone/Keqing, "
+                 "chat.py) runs it after the decomposition — every 1-hop fact of each seed instead of templates and "
+                 "chains, one reasoning call per seed (none when its facts hold one relation), answers less the seeds "
+                 "of the sub-question depended on, no response. The decomposition, its exemplars and the selection "
+                 "prompt (candidates) are the default's: the released code's decomposer is a fine-tuned Llama-2 and "
+                 "its reasoner ChatGPT with its own prompt")
+    released_facts: int = setting(200, "pipeline=released: 1-hop facts of one seed one reasoning call may show, taken "
+                                       "in turn from each relation (the released code has no bound)")
+    released_seeds: int = setting(200, "pipeline=released: seeds of one sub-question whose facts are read, one call "
+                                       "each, in the order they were reached (the released code has no bound)")
 
 
 def settings_of(ctx: Context) -> dict[str, Any]:
@@ -1072,7 +1325,11 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     candidates, as the paper, or the last one's only), ``decomposition_only`` (false: the paper's four
     stages; true: decomposition and retrieval only, i.e. ``reasoning=group respond=false``, the
     configuration of the first MetaQA benchmark), ``topics`` (linked | oracle: the topic entities of a
-    question whose dataset gives none at test time, :func:`question_topics`; ``oracle`` reads gold).
+    question whose dataset gives none at test time, :func:`question_topics`; ``oracle`` reads gold),
+    ``dense_supplement`` (0: the number of dense-retrieved triples added to the chains' candidates,
+    :func:`dense_supplement`), ``pipeline`` (paper | released: the authors' released code after the
+    decomposition, :func:`execute_released`; no response), ``released_facts`` (200: facts of one seed
+    one released reasoning call may show), ``released_seeds`` (200: seeds of one sub-question it reads).
 
     The stages read the question's text, qid, kind and topics only (:func:`as_read`); a linked or oracle
     topic is recorded as the trace's ``topics`` stage (none where the dataset gives the topics)."""
@@ -1082,6 +1339,16 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
     s = settings_of(ctx)
     if s["decomposition_only"]:
         s.update(reasoning="group", respond=False)
+    released = s["pipeline"] == "released"
+    if released:
+        if s["mode"] == "chain" or s["dense_supplement"] or s["decomposition_only"]:
+            raise ValueError("pipeline=released runs the released code after the decomposition: it takes neither "
+                             "mode=chain, dense_supplement nor decomposition_only")
+        s.update(respond=False)
+    elif s["mode"] == "chain" and s["dense_supplement"]:
+        raise ValueError("dense_supplement adds to the sub-questions' candidates: it does not apply to mode=chain")
+    elif s["pipeline"] != "paper":
+        raise ValueError(f"unknown pipeline {s['pipeline']!r}; use 'paper' or 'released'")
     kg_name = _kg_name(ctx)
     tr = Tracer()
     t0 = time.perf_counter()
@@ -1104,8 +1371,13 @@ def keqing(q: Question, ctx: Context) -> MethodResult:
         error = chain_err
     else:
         dec = tr.record("decompose", decompose, q, ctx, shots, kg_name=kg_name)
-        steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
-                               s["reasoning"], s["candidates"], s["reason_max"], s["reason_steps"])
+        if released:
+            steps, err = tr.record("execute_plan", execute_released, q, dec.subquestions, ctx, s["candidates"],
+                                   s["released_facts"], s["released_seeds"])
+        else:
+            steps, err = tr.record("execute_plan", execute_plan, q, dec.subquestions, bank, ctx, kg_name, s["K"],
+                                   s["reasoning"], s["candidates"], s["reason_max"], s["reason_steps"],
+                                   s["dense_supplement"])
         error = dec.error if dec.error in ("fallback", "no_json") else None
     answers = final_answers(steps, ctx.kg)
     response = tr.record("respond", respond, q.question, steps, ctx) if s["respond"] else execution_log(steps, ctx.kg)

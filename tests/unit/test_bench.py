@@ -380,6 +380,56 @@ def test_keqing_report_names_why_the_four_stages_lose_a_question():
     assert row.startswith("| 2 | 6 | 4 | 1 |") and "r1 4" in row
 
 
+def test_keqing_parts_cells_and_their_rows_beside_the_default():
+    """The dense supplement, candidates as text and the released code: 100 per hop in keqing_ablations, each a
+    `--set` of one setting (the default's arguments otherwise); their report section pairs each with the
+    keqing_full records of the same questions, reads `not run yet` without records, and the stripped
+    records keep the supplement's counts."""
+    t = bench.get_table("keqing_ablations")
+    default = {c.name: c for c in bench.get_table("keqing_full").cells}
+    for prefix, setting, _ in bench_keqing.PARTS:
+        for h in bench_keqing.HOPS:
+            c = t.cell(f"{prefix}_{h}hop")
+            assert c.planned == 100 and c.args == ("--sample", "100", "--llm", "local", "--set", setting, "--no-transcripts")
+            assert default[f"keqing_full_{h}hop"].args == ("--sample", "200", "--llm", "local", "--no-transcripts")
+
+    def rec(qid, hit, reasoning, calls=3):
+        return {"qid": qid, "metrics": {"hits@1": hit, "f1": hit}, "reasoning": reasoning, "llm": {"calls": calls},
+                "seconds": 1.0}
+
+    base = [rec("a", 0.0, []), rec("b", 1.0, []), rec("c", 1.0, [])]
+    dense = [rec("a", 1.0, [{"mode": "select", "n_candidates": 11, "n_answers": 1, "dense": 10, "dense_selected": 1,
+                             "calls": 1}]),
+             rec("b", 1.0, [{"mode": "select", "n_candidates": 3, "n_answers": 2, "dense": 2, "dense_selected": 0,
+                             "calls": 1}])]
+    released = [rec("a", 1.0, [{"mode": "released", "calls": 4, "over_bound": True}], calls=5)]
+    cells = {"keqing_dense_1hop": dense, "keqing_released_2hop": released}
+    fulls = {"keqing_full_1hop": base, "keqing_full_2hop": base}
+    lines = bench_keqing._parts(lambda name: cells.get(name, []), lambda name: fulls.get(name, []))
+    rows = {(r.split(" | ")[0].lstrip("| "), r.split(" | ")[1]): r for r in lines if r.startswith("| ") and "hops" not in r}
+    assert len(rows) == 9 and sum("not run yet" in r for r in rows.values()) == 7
+    d = rows[("1", "dense supplement, 10 triples (sec. 3.2)")]
+    assert d.startswith("| 1 | dense supplement, 10 triples (sec. 3.2) | 2 | 0.500 | 1.000 | +50.0 [")
+    assert "6.0 supplement candidates in 2 sub-questions; 1 of their 3 answers from it; 1 of 2 questions answered with one" in d
+    r = rows[("2", "as released by its authors (1-hop facts, no response)")]
+    assert "| 1 | 0.000 | 1.000 |" in r and "4.00 reasoning calls/q; 1 sub-questions with a seed over the bound" in r
+    assert bench_keqing.supplement_stats(base) == "no sub-question got a supplement"
+    # the released code's row: a seed to check, no template chain
+    dec = {"diagnostics": {"decomposition": {"predicted_chain": [], "gold_chain": ["r"], "chain_correct": False,
+                                             "seed_correct": True}}}
+    llm = {"calls": 5, "prompt_tokens": 50, "completion_tokens": 5, "recorded_seconds": 1.0, "cache_hits": 0}
+    row = bench_keqing._ablation_row("released", [dict(released[0], **dec, stages={"calls": {"reasoning": 4}}, llm=llm,
+                                                       prediction=["x"])], [], chains=False)
+    assert "| — / 1.00 (n=1) |" in row
+    # strip_full keeps the supplement's counts, and adds nothing to a record without them
+    trace = [{"name": "execute_plan", "output": [[{"reasoning": {"mode": "select", "n_candidates": 3, "dense": 2,
+                                                                 "dense_selected": 1}}], None]}]
+    stripped = bench_keqing.strip_full({"qid": "a", "metrics": {}, "llm": {"calls": 1}, "trace": trace})
+    assert stripped["reasoning"][0]["dense"] == 2 and stripped["reasoning"][0]["dense_selected"] == 1
+    del trace[0]["output"][0][0]["reasoning"]["dense"], trace[0]["output"][0][0]["reasoning"]["dense_selected"]
+    assert "dense" not in bench_keqing.strip_full({"qid": "a", "metrics": {}, "llm": {"calls": 1}, "trace": trace})["reasoning"][0]
+
+
 # ---------------------------------------------------------------- the model as an axis of every table
 def test_model_keys_and_the_llm_swap():
     assert core.model_key("local") == core.default_key() == "qwen2.5-coder-1.5b-instruct-q4_k_m"

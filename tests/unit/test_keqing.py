@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -422,3 +423,179 @@ def test_decomposition_diagnostic_counts_the_seed(tmp_path, tmp_cache):
     res = _run(q, Scripted({q.question: K.format_decomposition(wrong)}), tmp_path / "w", respond=False)
     d = keqing_decomposition(q, _jsonable(res.trace), kg)
     assert d["chain_correct"] and not d["seed_correct"] and not d["correct"]
+
+
+# ---- the dense supplement of sec. 3.2 (dense_supplement) ------------------------------------------
+class Selector(Scripted):
+    """As Scripted, and answers a selection prompt with the names ``pick`` gives for its question (the
+    prompts it saw are kept)."""
+
+    def __init__(self, decompositions: dict[str, str], pick) -> None:
+        super().__init__(decompositions)
+        self.pick, self.selections = pick, []
+
+    def complete(self, request):
+        last = request.messages[-1][1]
+        if last.startswith("Context:"):
+            self.selections.append(last)
+            self.calls.append("select")
+            names = self.pick(last.split("Question:", 1)[1].strip(), last)
+            return {"text": json.dumps(names), "prompt_tokens": 10, "completion_tokens": 5, "finish_reason": "stop"}
+        return super().complete(request)
+
+
+def test_dense_supplement_ranks_the_seeds_triples_by_similarity():
+    """The supplement: triples around the seeds, ranked by cosine with the sub-question, one per entity,
+    never a seed, the topic or an entity the chains reached; facts read as the KG states them."""
+    from kgqa_lib.embed.embedder import Embedder
+    from kgqa_lib.kg.sources import load_named
+
+    kg, emb = load_named("miniworld"), Embedder()
+    jaws = K.link_seed("Jaws", kg)[0]
+    spielberg = K.link_seed("Steven Spielberg", kg)[0]
+    g = K.dense_supplement(kg, "who directed Jaws", [jaws], {jaws}, set(), emb, 4)
+    assert g.chain == (K.DENSE,) and len(g.tails) == 4 == len(set(g.tails)) and jaws not in g.tails
+    assert g.tails[0] == spielberg and g.scores == sorted(g.scores, reverse=True)
+    assert K.verbalise(g, 0) == "(Jaws, directed by, Steven Spielberg)" and K.verbalise(g, 0, "text") == \
+        "Jaws directed by Steven Spielberg."
+    # the chains' candidates and the topic are never supplemented; an inverse fact reads as the KG states it
+    h = K.dense_supplement(kg, "who directed Jaws", [jaws], {jaws, spielberg}, set(g.tails[1:3]), emb, 20)
+    assert not {spielberg, *g.tails[1:3]} & set(h.tails) and len(h.tails) == len(K.one_hop_facts(kg, jaws)[0].tails) - 3
+    assert "(Steven Spielberg, notable work, Jaws)" not in [K.verbalise(h, i) for i in range(len(h.tails))]  # reaches him
+    films = K.dense_supplement(kg, "which films did Steven Spielberg direct", [spielberg], set(), set(), emb, 3)
+    assert all(K.verbalise(films, i).endswith("Steven Spielberg)") or K.verbalise(films, i).startswith("(Steven Spielberg,")
+               for i in range(3))
+    assert K.dense_supplement(kg, "x", [jaws], set(), set(), emb, 0).tails == []
+    assert K.dense_supplement(kg, "x", ["1975"], set(), set(), emb, 3).tails == []  # a literal has no triples
+
+
+def _one_hop_question():
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 1 and K.gold_chain(q) == ("directed_by",))
+    return q, {q.question: K.format_decomposition(K.gold_decomposition(q, K.bank_for("miniworld")))}
+
+
+def test_pipeline_with_the_dense_supplement(tmp_path, tmp_cache):
+    """dense_supplement=N adds N supplement candidates to the chain's (within the room reason_max leaves):
+    a sub-question with one chain candidate then gets the selection call; a selection that names nothing
+    usable falls back to the chain's candidates, not the supplement's; 0 is the default pipeline."""
+    q, table = _one_hop_question()
+    base, zero = Scripted(table), Scripted(table)
+    a = _run(q, base, tmp_path / "a", respond=False)
+    b = _run(q, zero, tmp_path / "b", respond=False, dense_supplement=0)
+    assert a.answers == b.answers == q.answers and base.calls == zero.calls and len(base.calls) == 1  # no selection
+    [step] = next(s.output for s in a.trace if s.name == "execute_plan")[0]
+    assert [g.chain for g in step.groups] == [("directed_by",)] and "dense" not in step.reasoning.as_dict()
+
+    def pick(question, prompt):  # the supplement's first fact's object: a wrong answer
+        return [re.findall(r"^\((.*), (.*), (.*)\)$", prompt, re.M)[1][2]]
+
+    llm = Selector(table, pick)
+    res = _run(q, llm, tmp_path / "c", respond=False, dense_supplement=3)
+    [step] = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    dense = step.groups[-1]
+    assert step.groups[-1].chain == (K.DENSE,) and len(dense.tails) == 3 and llm.calls[-1] == "select"
+    facts = llm.selections[0].split("Question:")[0]
+    assert all(K.verbalise(dense, i) in facts for i in range(3)) and facts.count("\n(") == 4  # 1 chain + 3 facts
+    r = step.reasoning
+    assert (r.dense, r.dense_selected, r.n_candidates, r.called) == (3, 1, 4, True) and res.answers != q.answers
+    assert r.as_dict()["dense"] == 3
+    # nothing usable selected: the chain's candidate, not the supplement's
+    res = _run(q, Selector(table, lambda question, prompt: ["Nobody"]), tmp_path / "d", respond=False, dense_supplement=3)
+    [step] = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert res.answers == q.answers and step.reasoning.error == "select_unmatched" and step.reasoning.dense_selected == 0
+    # the room under reason_max: one chain candidate, reason_max 2 → one supplement triple
+    res = _run(q, Selector(table, lambda question, prompt: ["Nobody"]), tmp_path / "e", respond=False,
+               dense_supplement=3, reason_max=2)
+    [step] = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert len(step.groups[-1].tails) == 1 and step.reasoning.n_candidates == 2
+    with pytest.raises(ValueError, match="mode=chain"):
+        _run(q, Scripted(table), tmp_path / "f", mode="chain", dense_supplement=3)
+
+
+def test_candidates_as_text_serialise_the_facts(tmp_path, tmp_cache):
+    """candidates=text (sec. 3.3's second way): the selection prompt holds the facts as sentences."""
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    table = {q.question: K.format_decomposition(K.gold_decomposition(q, K.bank_for("miniworld")))}
+    llm = Selector(table, lambda question, prompt: [])
+    _run(q, llm, tmp_path, respond=False, candidates="text")
+    assert llm.selections and all("\n(" not in p and re.search(r"\w\. \w", p) for p in llm.selections)
+
+
+# ---- Keqing as released by its authors (pipeline=released) ----------------------------------------
+def test_one_hop_facts_every_relation_and_the_bound():
+    from kgqa_lib.kg.sources import load_named
+
+    kg = load_named("miniworld")
+    jaws = K.link_seed("Jaws", kg)[0]
+    g, n, rels = K.one_hop_facts(kg, jaws)
+    facts = [K.verbalise(g, i) for i in range(len(g.reached))]
+    assert n == len(facts) == len(set(facts)) and rels == len({K.verbalise(g, i).split(", ")[1] for i in range(n)})
+    assert "(Jaws, directed by, Steven Spielberg)" in facts and "(Steven Spielberg, notable work, Jaws)" in facts
+    small, n2, _ = K.one_hop_facts(kg, jaws, 3)  # one fact of each of the first three relations
+    assert n2 == n and len(small.reached) == 3 and len({K.verbalise(small, i).split(", ")[1] for i in range(3)}) == 3
+
+
+def test_released_pipeline(tmp_path, tmp_cache):
+    """pipeline=released: after the decomposition, every 1-hop fact of each seed is read by the LLM, one
+    call per seed whose facts hold several relations (none for one relation); the answers are the union
+    over the seeds less the seeds of the sub-question depended on; names outside the facts are dropped;
+    no templates, no response call."""
+    from kgqa_lib.kg.sources import load_named
+
+    kg = load_named("miniworld")
+    bank = K.bank_for("miniworld")
+    q = next(q for q in K.keqing_dataset("miniworld").questions if q.metadata["hops"] == 2)
+    gold = K.gold_decomposition(q, bank)
+    table = {q.question: K.format_decomposition(gold)}
+    topic = K.link_seed(q.topic_entities[0], kg)[0]
+    first = {K._label(kg, v) for v in kg.follow_path(topic, K.relation_path("miniworld", K.gold_chain(q)[:1]))}
+
+    def pick(question, prompt):
+        if f"[{q.topic_entities[0]}]" in question:  # the first sub-question: its gold answers, a made-up name
+            return sorted(first) + ["Nobody At All"]
+        return [re.findall(r"^\((.*?), release year, (.*)\)$", prompt, re.M)[0][1], q.topic_entities[0]]
+
+    llm = Selector(table, pick)
+    res = _run(q, llm, tmp_path, pipeline="released", respond=True)  # respond is ignored: no response step
+    names = [s.name for s in res.trace]
+    assert "respond" not in names and res.response.startswith("Step 1:")
+    steps = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert [st.match.chains for st in steps] == [[], []] and all(g.chain == (K.ONE_HOP,) for st in steps for g in st.groups)
+    s1, s2 = steps
+    assert s1.reasoning.mode == "released" and s1.reasoning.calls == 1 and s1.reasoning.unmatched == 1
+    assert {K._label(kg, v) for v in s1.reasoning.answers} == first
+    facts = llm.selections[0].split("Question:")[0]
+    g, n, _ = K.one_hop_facts(kg, topic)
+    assert all(K.verbalise(g, i) in facts for i in range(n))  # every 1-hop fact of the seed
+    assert f"[{q.topic_entities[0]}]" in llm.selections[0].split("Question:")[1]  # the seed's name in brackets
+    # one call per seed of the second sub-question with several relations; the topic (the seed of the
+    # sub-question it depends on) is never an answer
+    several = [v for v in s1.reasoning.answers if K.one_hop_facts(kg, v)[2] > 1]
+    assert s2.reasoning.calls == len(several) == len(llm.selections) - 1 and len(s2.groups) == len(s1.reasoning.answers)
+    assert topic not in s2.reasoning.answers and score(res.answers, q.answers)["hits@1"] == 1.0
+    assert llm.calls.count("select") == 1 + len(several) and len(llm.calls) == 2 + len(several)  # + the decomposition
+    # the bound on the seeds one sub-question reads
+    res = _run(q, Selector(table, pick), tmp_path / "s", pipeline="released", released_seeds=1)
+    steps = next(s.output for s in res.trace if s.name == "execute_plan")[0]
+    assert len(steps[1].groups) == 1 and len(steps[1].seeds) == len(s1.reasoning.answers)
+    with pytest.raises(ValueError, match="pipeline=released"):
+        _run(q, Scripted(table), tmp_path / "x", pipeline="released", dense_supplement=2)
+
+
+def test_released_reasoning_one_relation_no_call_and_empty_is_empty(tmp_path):
+    from kgqa_lib.kg.sources import load_named
+    from kgqa_lib.llm.chat import LLM, LLMCache
+    from kgqa_lib.methods import Context
+
+    kg = load_named("miniworld")
+    backend = _Reply("[]")
+    ctx = Context(llm=LLM(backend, "scripted", LLMCache(tmp_path / "r.sqlite", transcripts=None)), kg=kg)
+    jaws = K.link_seed("Jaws", kg)[0]
+    g, r = K.reason_released("who directed [mask]", jaws, ctx)
+    assert (r.answers, r.error, r.calls, r.question) == ([], "select_empty", 1, "who directed [Jaws]")  # no fallback
+    assert "Question: who directed [Jaws]" in backend.prompts[0]
+    one = next(v for v in K.one_hop_facts(kg, jaws)[0].tails if "://" in v and K.one_hop_facts(kg, v)[2] == 1)
+    g, r = K.reason_released("what is [mask]", one, ctx)
+    assert r.calls == 0 and not r.called and r.answers == g.tails and len(backend.prompts) == 1
+    g, r = K.reason_released("who directed [mask]", jaws, ctx, max_facts=3)
+    assert r.over_bound and len(g.reached) == 3

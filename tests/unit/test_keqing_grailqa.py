@@ -235,7 +235,7 @@ def test_report_shows_the_linked_default_and_the_oracle_beside_it():
     from kgqa_lib.bench.keqing_grailqa import LINKED, ORACLE, report
 
     t = get_table("keqing_grailqa")
-    assert [c.name for c in t.cells] == [LINKED, ORACLE]
+    assert [c.name for c in t.cells][:2] == [LINKED, ORACLE]
     assert "topics" not in " ".join(t.cells[0].args) and ("--set", "topics=oracle") == t.cells[1].args[4:6]
     assert t.provenance and ORACLE in t.provenance  # the oracle cell's records predate the setting
     recs = [_stripped("a", "i.i.d.", 1.0, 1.0), _stripped("b", "zero-shot", 0.0, 0.0)]
@@ -250,3 +250,29 @@ def test_report_shows_the_linked_default_and_the_oracle_beside_it():
     both = report(lambda cell: recs if cell == ORACLE else linked)
     row = next(line for line in both.splitlines() if line.startswith("| linked (default)"))
     assert "| 1/2 | +50.0 [" in row and "not run yet" not in both
+
+
+def test_report_shows_the_dense_supplement_beside_the_linked_default():
+    """The third cell: the default (linked topics) with the dense supplement, its paired difference against
+    the linked default, its details and what the supplement gave; `not run yet` without records."""
+    from kgqa_lib.bench import get_table
+    from kgqa_lib.bench.keqing import DENSE_N
+    from kgqa_lib.bench.keqing_grailqa import DENSE, LINKED, report
+
+    t = get_table("keqing_grailqa")
+    assert [c.name for c in t.cells] == [LINKED, "keqing_grailqa_oracle", DENSE]
+    assert t.cell(DENSE).args == ("--sample", "200", "--llm", "local", "--set", f"dense_supplement={DENSE_N}",
+                                  "--no-transcripts")
+    assert t.cell(LINKED).args == ("--sample", "200", "--llm", "local", "--no-transcripts")  # the default, unchanged
+    empty = report(lambda cell: [])
+    assert f"| linked + dense supplement | `{DENSE}` | 0 | not run yet |" in empty
+    assert f"## Linked topics with the dense supplement (sec. 3.2, `dense_supplement={DENSE_N}`)" in empty
+    linked = [_stripped("a", "i.i.d.", 0.0, 0.0), _stripped("b", "zero-shot", 1.0, 1.0)]
+    dense = [dict(r, metrics={"hits@1": 1.0, "f1": 1.0},
+                  reasoning=[{"mode": "select", "n_answers": 1, "dense": 4, "dense_selected": int(r["qid"] == "a")}])
+             for r in linked]
+    text = report(lambda cell: {LINKED: linked, DENSE: dense}.get(cell, []))
+    row = next(line for line in text.splitlines() if line.startswith("| linked + dense supplement"))
+    assert f"| `{DENSE}` | 2 | 1.000 [" in row and "| +50.0 [" in row
+    assert "The supplement: 4.0 supplement candidates in 2 sub-questions; 1 of their 2 answers from it; 1 of 2 questions " \
+           "answered with one." in text

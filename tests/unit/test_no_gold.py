@@ -181,6 +181,7 @@ class Case:
     embedder: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
     data: str = ""  # a folder under KGQA_DATA_DIR the case needs ("" = the project's own data)
+    tag: str = ""  # told apart from the method's other cases on the same dataset (the test id)
 
 
 MW = {"kg": "miniworld"}
@@ -200,7 +201,18 @@ CASES: dict[str, list[Case]] = {
                  Case("keqing:metaqa:2hop", (0,), "metaqa", True, {"kg": "metaqa", "samples": 2}, "metaqa")],
     "keqing": [Case("keqing:miniworld", (0, 25, 38), "miniworld", True, MW),
                Case("keqing:metaqa:2hop", (0, 1), "metaqa", True, {"kg": "metaqa"}, "metaqa"),
-               Case("keqing:grailqa", (0, 1, 2, 3), "grailqa-fragment", True, {"kg": "grailqa-fragment"}, "grailqa")],
+               Case("keqing:grailqa", (0, 1, 2, 3), "grailqa-fragment", True, {"kg": "grailqa-fragment"}, "grailqa"),
+               # the settings that add what the default pipeline does not read: the dense supplement, the
+               # candidates as text, the released code's pipeline
+               Case("keqing:miniworld", (0, 25, 38), "miniworld", True, {**MW, "dense_supplement": 5}, tag="dense"),
+               Case("keqing:miniworld", (25, 38), "miniworld", True, {**MW, "candidates": "text"}, tag="text"),
+               Case("keqing:miniworld", (0, 25, 38), "miniworld", True, {**MW, "pipeline": "released"}, tag="released"),
+               Case("keqing:metaqa:2hop", (0, 1), "metaqa", True, {"kg": "metaqa", "dense_supplement": 5}, "metaqa",
+                    tag="dense"),
+               Case("keqing:metaqa:2hop", (0, 1), "metaqa", True, {"kg": "metaqa", "pipeline": "released"}, "metaqa",
+                    tag="released"),
+               Case("keqing:grailqa", (0, 1, 2, 3), "grailqa-fragment", True,
+                    {"kg": "grailqa-fragment", "dense_supplement": 5}, "grailqa", tag="dense")],
     "fusic": [Case("fusic:geo-wd>cinema-fb:test", (0, 3), None, False,
                    {"task": "geo-wd>cinema-fb", "shots": 0, "retrievers": "bm25", "egf_rounds": 1}),
               Case("fusic:grailqa>grailqa-tech:test", (0, 1), None, False,
@@ -215,7 +227,7 @@ def _params():
         if m not in CASES:  # fails in the test: a method without a setup is never skipped silently
             out.append(pytest.param(m, None, id=f"{m}-NO_SETUP"))
         for c in CASES.get(m, []):
-            out.append(pytest.param(m, c, id=f"{m}-{c.dataset}"))
+            out.append(pytest.param(m, c, id=f"{m}-{c.dataset}" + (f"-{c.tag}" if c.tag else "")))
     return out
 
 
