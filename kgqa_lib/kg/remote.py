@@ -12,6 +12,13 @@ predicates and namespaces: ``wikidata`` (``wdt:``, ``rdfs:label``), ``freebase``
 fragment (never sent to the server) carries ``profile``, ``graph`` (default graph IRI), ``timeout``,
 ``workers`` and ``engine`` (``virtuoso``/``qlever``/``oxigraph``/``wikidata``: which server-side
 timeout parameter to send; guessed when absent).
+
+Every query the backend builds from data (a label to look up, a seed, a relation name, IRIs read
+back from the server) writes its values with :func:`~kgqa_lib.kg.sparql_guard.iri_term` and
+:func:`~kgqa_lib.kg.sparql_guard.literal_term` only — a value that cannot be written as the term
+asked for is skipped, never spliced — and every query sent, these and the LLM's, passes the
+read-only guard first (:meth:`SparqlKG._fetch`). A reply that is not SPARQL JSON is that query's
+failure (:class:`MalformedReply`, the question's error), not an outage (:class:`EndpointError`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from .. import _sqlite
 from ..errors import InfrastructureError
 from .graph import RDFS_LABEL, SCHEMA_DESC, SKOS_ALT, KGBase, QueryRejected, QueryResult, QueryTimeout, Term, Triple
-from .sparql_guard import cap_limit, guard_query
+from .sparql_guard import UnsafeTerm, cap_limit, guard_query, iri_term, is_iri, literal_term
 
 FB = "http://rdf.freebase.com/ns/"
 
@@ -75,8 +82,60 @@ class EndpointError(InfrastructureError, RuntimeError):
     answer: the runner leaves the question unanswered (see :mod:`kgqa_lib.errors`)."""
 
 
+class MalformedReply(RuntimeError):
+    """The endpoint answered one query, but not with a SPARQL JSON result (cut short, an HTML page,
+    the wrong shape, a body that broke off). That query's failure: the question's error, recorded
+    with its answer — not an outage, which would stop the run and stop it again on every resume
+    when the cause is the query itself (a SERVICE that failed mid-answer did exactly that)."""
+
+
+# Query-string parameters shown as they are: the SPARQL protocol's own (graphs, result format,
+# timeout). Every other value is masked — API keys travel as ?key=, ?apikey=, ?api_key=, ?token=,
+# ?access_token=, ?auth=, ?sig=…, and a name cannot tell which ones are secret.
+_PLAIN_PARAMS = frozenset({"default-graph-uri", "named-graph-uri", "format", "output", "timeout"})
+
+
+def _redact_param(param: str) -> str:
+    name, eq, value = param.partition("=")
+    if not eq:
+        return "***" if name else name  # a bare ?TOKEN
+    return param if not value or name.lower() in _PLAIN_PARAMS else f"{name}=***"
+
+
 def redact_url(url: str) -> str:
-    """The URL without user:password (it goes into run records and logs)."""
+    """The URL as it may be shown or stored (run records, messages, a KG's name): user:password
+    becomes ``***@host`` and the query string's values ``name=***`` (but those of
+    :data:`_PLAIN_PARAMS`); the path and the fragment's options stay. Works on a KG spec too
+    (``sparql+https://…``, ``slices:sparql+https://…``). A URL with nothing to hide comes back
+    unchanged, character for character (run records keep their settings)."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    rest, hash_, fragment = rest.partition("#")
+    rest, qmark, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    if query:
+        query = "&".join(_redact_param(p) for p in query.split("&"))
+    return head + sep + authority + slash + path + qmark + query + hash_ + fragment
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The secrets :func:`redact_url` hides in ``url`` (password, masked query values), longest first,
+    to scrub them from text a server or a library wrote (an echoed request, an exception)."""
+    parts = urlsplit(url.partition("#")[0])
+    found = [parts.password or "", parts.username or ""] if parts.password else []
+    for param in parts.query.split("&"):
+        name, eq, value = param.partition("=")
+        if redact_url(f"x://h/?{param}") != f"x://h/?{param}":
+            found.append(value if eq else name)
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL with user:password replaced by ``***`` (the form the query cache's keys and rows
+    have always used; kept as it was so existing caches stay valid)."""
     parts = urlsplit(url)
     if parts.username or parts.password:
         host = parts.hostname or ""
@@ -85,10 +144,32 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts)
 
 
-def _term_sparql(value: str) -> str:
-    if value.startswith(("http://", "https://", "urn:")):
-        return f"<{value}>"
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def _well_formed(data: Any) -> bool:
+    """Whether a decoded answer has the shape of SPARQL 1.1 JSON results (an ASK's boolean, or
+    bindings: a list of {variable: {"value": text, ...}})."""
+    if not isinstance(data, dict) or not isinstance(data.get("head", {}), dict):
+        return False
+    if "boolean" in data:
+        return isinstance(data["boolean"], bool)
+    results = data.get("results")
+    if not isinstance(results, dict) or not isinstance(results.get("bindings"), list):
+        return False
+    return all(isinstance(b, dict) and all(isinstance(v, dict) and isinstance(v.get("value"), str) for v in b.values())
+               for b in results["bindings"])
+
+
+def _values_batches(terms: Sequence[str], batch: int, max_chars: int = 40_000) -> Iterable[list[str]]:
+    """``terms`` in runs of at most ``batch`` and ``max_chars`` characters: one VALUES block each."""
+    run: list[str] = []
+    size = 0
+    for t in terms:
+        if run and (len(run) >= batch or size + len(t) > max_chars):
+            yield run
+            run, size = [], 0
+        run.append(t)
+        size += len(t) + 1
+    if run:
+        yield run
 
 
 # The server-side timeout parameter per engine: (form field, value for a timeout in seconds).
@@ -123,16 +204,16 @@ def _read_body(resp, deadline: float) -> str:
 
 
 def _keyed_endpoint(url: str) -> str:
-    """The endpoint as it enters a cache key: user:password replaced by ``***`` (:func:`redact_url`),
-    so no credential is hashed or stored; a URL without credentials is used as it is (the keys of
-    caches written before stay valid)."""
-    return redact_url(url) if "@" in urlsplit(url).netloc else url
+    """The endpoint as it enters a cache key: user:password replaced by ``***``, so no password is
+    hashed or stored; a URL without credentials is used as it is (the keys of caches written before
+    stay valid)."""
+    return _without_userinfo(url) if "@" in urlsplit(url).netloc else url
 
 
 def _stored_endpoint(url: str) -> str:
     """The endpoint as stored beside a cached answer (for people reading the cache): no
     user:password, no query string (it may carry an API key), no fragment."""
-    return urlunsplit(urlsplit(redact_url(url))._replace(query="", fragment=""))
+    return urlunsplit(urlsplit(_without_userinfo(url))._replace(query="", fragment=""))
 
 
 class QueryCache:
@@ -207,6 +288,7 @@ class SparqlKG(KGBase):
         from requests.adapters import HTTPAdapter
 
         self.endpoint = endpoint
+        self._secrets = _url_secrets(endpoint)
         self.profile = profile_name if isinstance(profile_name, Profile) else profile(profile_name)
         self.name = name or f"sparql:{redact_url(endpoint)}"
         self.entity_ns, self.relation_ns = self.profile.entity_ns, self.profile.relation_ns
@@ -233,6 +315,12 @@ class SparqlKG(KGBase):
         return f"SparqlKG({redact_url(self.endpoint)!r}, profile={self.profile.name!r})"
 
     # ---- transport ---------------------------------------------------------------------------
+    def _hide(self, text: str) -> str:
+        """``text`` (a server's body, an exception's message) without the endpoint URL's secrets."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
     def _count(self, key: str, amount: float = 1) -> None:
         with self._stats_lock:
             self.stats[key] += amount
@@ -274,6 +362,11 @@ class SparqlKG(KGBase):
                 raise QueryTimeout(f"{where}: no answer within {timeout:.1f} s (not retried)") from None
             except (requests.ConnectionError, requests.Timeout) as exc:  # incl. ConnectTimeout: never reached the server
                 last = f"connection failed ({type(exc).__name__})"
+            except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
+                raise MalformedReply(f"{where}: the answer broke off ({type(exc).__name__}); not SPARQL JSON") from None
+            except requests.RequestException as exc:  # a URL requests cannot use, too many redirects...
+                raise EndpointError(f"{where}: {type(exc).__name__}: {self._hide(str(exc))[:200]}",
+                                    summary=f"{where} unusable ({type(exc).__name__})") from None
             else:
                 self._learn_engine(resp.headers.get("Server", ""))
                 if resp.headers.get("X-SQL-State", "").upper() == "S1TAT":
@@ -289,7 +382,8 @@ class SparqlKG(KGBase):
                     ra = resp.headers.get("Retry-After", "")
                     wait = min(float(ra), 10.0) if ra.replace(".", "", 1).isdigit() else wait
                 else:  # 4xx: the query itself is at fault; retrying will not help
-                    raise QueryRejected(f"the endpoint refused the query: HTTP {resp.status_code}: {body[:300]}")
+                    raise QueryRejected(f"the endpoint refused the query: HTTP {resp.status_code}: "
+                                        f"{self._hide(body[:300])}")
             if attempt < self.retries:
                 time.sleep(wait)
         raise EndpointError(f"SPARQL endpoint {redact_url(self.endpoint)} did not answer: {last} after "
@@ -303,21 +397,35 @@ class SparqlKG(KGBase):
             self.engine = "virtuoso" if low.startswith("virtuoso") else "oxigraph" if low.startswith("oxigraph") else None
 
     def _fetch(self, query: str, timeout: float | None = None) -> dict[str, Any]:
-        """The endpoint's SPARQL JSON answer, from the disk cache when this query was sent before."""
+        """The endpoint's SPARQL JSON answer, from the disk cache when this query was sent before.
+        Every query passes the read-only guard first (the library's own as well as the LLM's:
+        :class:`~kgqa_lib.kg.sparql_guard.QueryRejected` otherwise); an answer that is not SPARQL
+        JSON raises :class:`MalformedReply` and is not cached."""
+        query = guard_query(query).text
         key = QueryCache.key(self.endpoint, self.default_graph, query)
         body = self.cache.get(key) if self.cache else None
         if body is not None:
-            self._count("cache_hits")
-            return json.loads(body)
+            data = self._decode(body)
+            if data is not None:
+                self._count("cache_hits")
+                return data  # (a malformed cached body, from before answers were checked, is asked again)
         t = time.perf_counter()
         body = self._post(query, timeout or self.timeout)
-        try:
-            data = json.loads(body)
-        except ValueError as exc:
-            raise EndpointError(f"the endpoint answered with something that is not SPARQL JSON: {body[:200]!r}") from exc
+        data = self._decode(body)
+        if data is None:
+            raise MalformedReply(f"SPARQL endpoint {redact_url(self.endpoint)} answered with something that is not "
+                                 f"SPARQL JSON: {self._hide(body[:200])!r}")
         if self.cache:
             self.cache.put(key, self.endpoint, query, body, time.perf_counter() - t)
         return data
+
+    @staticmethod
+    def _decode(body: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        return data if _well_formed(data) else None
 
     def _select(self, query: str, timeout: float | None = None, max_rows: int | None = None) -> QueryResult:
         started = time.perf_counter()
@@ -341,27 +449,37 @@ class SparqlKG(KGBase):
         return self._select(query, timeout, max_rows)
 
     def _lang_filter(self, var: str) -> str:
-        lang = self.profile.language
-        return f'FILTER(!isLiteral(?{var}) || lang(?{var}) = "" || langMatches(lang(?{var}), "{lang}"))'
+        lang = literal_term(self.profile.language)
+        return f'FILTER(!isLiteral(?{var}) || lang(?{var}) = "" || langMatches(lang(?{var}), {lang}))'
 
     def _objects(self, s: str, p: str) -> list[str]:
-        res = self._select(f"SELECT ?o WHERE {{ <{s}> <{p}> ?o . {self._lang_filter('o')} }}")
+        try:
+            subject, predicate = iri_term(s), iri_term(p)
+        except UnsafeTerm:
+            return []  # not an IRI (a literal value, a name the LLM made up): no term of the KG, no values
+        res = self._select(f"SELECT ?o WHERE {{ {subject} {predicate} ?o . {self._lang_filter('o')} }}")
         return [r["o"] for r in res.rows]
 
     def _label_pairs(self, predicate: str) -> Iterable[tuple[str, str]]:
-        n = self._select(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?s <{predicate}> ?l }}").rows
+        pred = iri_term(predicate)
+        n = self._select(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?s {pred} ?l }}").rows
         total = int(n[0].get("n", 0)) if n else 0
         if total > self.index_limit:  # a big endpoint: no local index, lookup searches the server
             self.index_complete = False
             return
-        res = self._select(f"SELECT ?s ?l WHERE {{ ?s <{predicate}> ?l . {self._lang_filter('l')} }}")
+        res = self._select(f"SELECT ?s ?l WHERE {{ ?s {pred} ?l . {self._lang_filter('l')} }}")
         for r in res.rows:
             yield r["s"], r["l"]
 
     def _exact_subjects(self, label: str) -> list[str]:
-        lit = _term_sparql(label)
-        res = self._select(f"SELECT DISTINCT ?s WHERE {{ VALUES ?l {{ {lit} {lit}@{self.profile.language} }} "
-                           f"?s <{self.label_predicate}> ?l }}")
+        """Subjects labelled exactly ``label`` (plain, or tagged with the profile's language). The
+        label is always a literal, whatever it looks like (``http://…`` too)."""
+        try:
+            plain, tagged = literal_term(label), literal_term(label, self.profile.language)
+        except UnsafeTerm:
+            return []  # a label no query can hold as written (see literal_term): no exact match on the server
+        res = self._select(f"SELECT DISTINCT ?s WHERE {{ VALUES ?l {{ {plain} {tagged} }} "
+                           f"?s {iri_term(self.label_predicate)} ?l }}")
         return [r["s"] for r in res.rows]
 
     def lookup(self, label: str, fuzzy: bool = True, limit: int = 5) -> list[tuple[str, float, str]]:
@@ -380,8 +498,12 @@ class SparqlKG(KGBase):
         words = sorted(normalise_label(label).split(), key=len, reverse=True)
         if not words:
             return []
-        res = self._select(f"SELECT ?s ?l WHERE {{ ?s <{self.label_predicate}> ?l . {self._lang_filter('l')} "
-                           f"FILTER(CONTAINS(LCASE(STR(?l)), {_term_sparql(words[0])})) }} LIMIT 200")
+        try:
+            word = literal_term(words[0])
+        except UnsafeTerm:
+            return []
+        res = self._select(f"SELECT ?s ?l WHERE {{ ?s {iri_term(self.label_predicate)} ?l . {self._lang_filter('l')} "
+                           f"FILTER(CONTAINS(LCASE(STR(?l)), {word})) }} LIMIT 200")
         scored = sorted(((round(fuzz.WRatio(normalise_label(label), normalise_label(r["l"])) / 100 * 0.98, 4), r["s"], r["l"])
                          for r in res.rows), key=lambda x: (-x[0], x[1]))
         out, seen = [], set()
@@ -392,15 +514,23 @@ class SparqlKG(KGBase):
         return out[:limit]
 
     def has_term(self, iri: str) -> bool:
-        return bool(self._select(f"ASK {{ {{ <{iri}> ?p ?o }} UNION {{ ?s <{iri}> ?o }} UNION {{ ?s ?p <{iri}> }} }}").boolean)
+        try:
+            t = iri_term(iri)
+        except UnsafeTerm:
+            return False  # not an IRI: no KG holds it
+        return bool(self._select(f"ASK {{ {{ {t} ?p ?o }} UNION {{ ?s {t} ?o }} UNION {{ ?s ?p {t} }} }}").boolean)
 
     def prefetch_labels(self, iris: Iterable[str], batch: int = 200) -> None:
-        """Fill the label cache for many IRIs with a few VALUES queries instead of one each."""
+        """Fill the label cache for many IRIs with a few VALUES queries instead of one each (a value
+        that is not an IRI gets its fallback label without a query)."""
         todo = sorted({i for i in iris if "://" in i and i not in self._label_cache})
-        for k in range(0, len(todo), batch):
-            chunk = todo[k:k + batch]
-            values = " ".join(f"<{i}>" for i in chunk)
-            res = self._select(f"SELECT ?x ?l WHERE {{ VALUES ?x {{ {values} }} ?x <{self.label_predicate}> ?l . "
+        for i in todo:
+            if not is_iri(i):
+                self._label_cache[i] = self._fallback_label(i)
+        pred = iri_term(self.label_predicate)
+        for chunk in _values_batches([i for i in todo if is_iri(i)], batch):
+            values = " ".join(iri_term(i) for i in chunk)
+            res = self._select(f"SELECT ?x ?l WHERE {{ VALUES ?x {{ {values} }} ?x {pred} ?l . "
                                f"{self._lang_filter('l')} }}")
             found: dict[str, list[str]] = {}
             for r in res.rows:
@@ -409,19 +539,26 @@ class SparqlKG(KGBase):
                 self._label_cache[i] = sorted(found[i])[0] if i in found else self._fallback_label(i)
 
     def _naming_filter(self) -> str:
-        return "FILTER(?p NOT IN (" + ", ".join(f"<{p}>" for p in sorted(self._naming)) + "))"
+        return "FILTER(?p NOT IN (" + ", ".join(iri_term(p) for p in sorted(self._naming)) + "))"
 
     def triples_around(self, entity: str, direction: str = "both", limit: int | None = None) -> list[Triple]:
         """Like the embedded backend; each direction is capped at ``max_fanout`` rows (big hubs
         such as a country in Wikidata have millions of in-edges)."""
-        cap = min(limit, self.max_fanout) if limit is not None else self.max_fanout
+        cap = int(min(limit, self.max_fanout) if limit is not None else self.max_fanout)
+        try:
+            node = iri_term(entity)
+        except UnsafeTerm:
+            return []  # a literal or a made-up name has no neighbourhood
         rows: list[tuple[str, str, str, bool]] = []
         if direction in ("out", "both"):
-            data = self._fetch(f"SELECT ?p ?o WHERE {{ <{entity}> ?p ?o . {self._naming_filter()} }} LIMIT {cap}")
-            rows += [(entity, b["p"]["value"], b["o"]["value"], b["o"].get("type") in ("literal", "typed-literal"))
-                     for b in data.get("results", {}).get("bindings", [])]
+            data = self._fetch(f"SELECT ?p ?o WHERE {{ {node} ?p ?o . {self._naming_filter()} }} LIMIT {cap}")
+            try:
+                rows += [(entity, b["p"]["value"], b["o"]["value"], b["o"].get("type") in ("literal", "typed-literal"))
+                         for b in data.get("results", {}).get("bindings", [])]
+            except KeyError as exc:  # a binding without ?p or ?o
+                raise MalformedReply(f"SPARQL endpoint {redact_url(self.endpoint)} answered without {exc}") from None
         if direction in ("in", "both") and (limit is None or len(rows) < limit):
-            res = self._select(f"SELECT ?s ?p WHERE {{ ?s ?p <{entity}> . {self._naming_filter()} }} LIMIT {cap}")
+            res = self._select(f"SELECT ?s ?p WHERE {{ ?s ?p {node} . {self._naming_filter()} }} LIMIT {cap}")
             rows += [(r["s"], r["p"], entity, False) for r in res.rows]
         if limit is not None:
             rows = rows[:limit]
@@ -436,12 +573,15 @@ class SparqlKG(KGBase):
         frontier = [seed]
         for rel in relations:
             inverse = rel.startswith("^")
-            p = self.relation_iri(rel.lstrip("^"))
-            nodes = [n for n in frontier if "://" in n]
+            try:
+                p = iri_term(self.relation_iri(rel.lstrip("^")))
+            except UnsafeTerm:
+                return []  # no relation of the KG is named so: the hop reaches nothing
+            nodes = [n for n in frontier if "://" in n and is_iri(n)]  # a literal (or a non-IRI) has no edges
             by_source: dict[str, list[str]] = {}
-            for k in range(0, len(nodes), batch):
-                values = " ".join(f"<{n}>" for n in nodes[k:k + batch])
-                pattern = f"?t <{p}> ?s" if inverse else f"?s <{p}> ?t"
+            for chunk in _values_batches(nodes, batch):
+                values = " ".join(iri_term(n) for n in chunk)
+                pattern = f"?t {p} ?s" if inverse else f"?s {p} ?t"
                 res = self._select(f"SELECT ?s ?t WHERE {{ VALUES ?s {{ {values} }} {pattern} }}")
                 for r in res.rows:
                     by_source.setdefault(r["s"], []).append(r["t"])
@@ -454,7 +594,7 @@ class SparqlKG(KGBase):
         return frontier
 
     def relations(self, limit: int = 10000) -> list[str]:
-        res = self._select(f"SELECT DISTINCT ?p WHERE {{ ?s ?p ?o }} LIMIT {limit}")
+        res = self._select(f"SELECT DISTINCT ?p WHERE {{ ?s ?p ?o }} LIMIT {int(limit)}")
         return sorted(r["p"] for r in res.rows if r["p"] not in self._naming)
 
     def __len__(self) -> int:
@@ -462,24 +602,29 @@ class SparqlKG(KGBase):
         return int(rows[0]["n"]) if rows else 0
 
     def ping(self, timeout: float = 5.0) -> float:
-        """Seconds for an uncached ``ASK {}``; raises :class:`EndpointError` when unreachable."""
+        """Seconds for an uncached ``ASK {}``; raises :class:`EndpointError` when unreachable or when
+        the answer is not SPARQL JSON (the URL is not a SPARQL endpoint: no query could be answered)."""
         t = time.perf_counter()
-        self._post("ASK {}", timeout)
+        body = self._post("ASK {}", timeout)
+        if self._decode(body) is None:
+            raise EndpointError(f"{redact_url(self.endpoint)} answered ASK {{}} with something that is not SPARQL JSON "
+                                f"({self._hide(body[:80])!r}); is it the SPARQL query endpoint?",
+                                summary=f"{redact_url(self.endpoint)} is not a SPARQL endpoint")
         return time.perf_counter() - t
 
 
 def parse_kg_url(spec: str) -> tuple[str, dict[str, str]]:
     """``sparql+http://host:port/path#profile=freebase&graph=…`` → (``http://host:port/path``, options)."""
     if not spec.startswith("sparql+"):
-        raise ValueError(f"not a SPARQL KG URL: {spec!r} (expected sparql+http://… or sparql+https://…)")
+        raise ValueError(f"not a SPARQL KG URL: {redact_url(spec)!r} (expected sparql+http://… or sparql+https://…)")
     url, _, frag = spec[len("sparql+"):].partition("#")
     opts = dict(parse_qsl(frag)) if "=" in frag else ({"profile": frag} if frag else {})
     unknown = set(opts) - {"profile", "graph", "timeout", "workers", "fanout", "depth", "engine"}
     if unknown:
-        raise ValueError(f"unknown option(s) {sorted(unknown)} in {spec!r}; use profile, graph, timeout, workers, "
+        raise ValueError(f"unknown option(s) {sorted(unknown)} in {redact_url(spec)!r}; use profile, graph, timeout, workers, "
                          "fanout, engine, depth (slices)")
     if opts.get("engine") and opts["engine"] not in ENGINES:
-        raise ValueError(f"unknown engine {opts['engine']!r} in {spec!r}; use one of {', '.join(sorted(ENGINES))}")
+        raise ValueError(f"unknown engine {opts['engine']!r} in {redact_url(spec)!r}; use one of {', '.join(sorted(ENGINES))}")
     return url, opts
 
 

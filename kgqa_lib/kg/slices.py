@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .remote import SparqlKG, open_sparql_kg, parse_kg_url, profile, redact_url
+from .remote import SparqlKG, _values_batches, open_sparql_kg, parse_kg_url, profile, redact_url
+from .sparql_guard import UnsafeTerm, iri_term, is_iri
 
 
 @dataclass
@@ -58,7 +59,7 @@ def slice_path(spec: str, entity: str, depth: int, fanout: int) -> Path:
 def _nt_term(b: dict[str, str]) -> str | None:
     t, v = b.get("type"), b.get("value", "")
     if t == "uri":
-        return f"<{v}>" if not re.search(r'[\s<>"{}|\\^`]', v) else None
+        return iri_term(v) if is_iri(v) else None
     if t in ("literal", "typed-literal"):
         lit = '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r") + '"'
         if b.get("xml:lang"):
@@ -82,8 +83,12 @@ def cut_slice(kg: SparqlKG, entity: str, depth: int = 1, fanout: int = 100) -> t
     for _ in range(depth):
         nxt: list[str] = []
         for node in frontier:
-            out = _bindings(kg, f"SELECT ?p ?o WHERE {{ <{node}> ?p ?o . {naming} }} LIMIT {fanout}")
-            inc = _bindings(kg, f"SELECT ?s ?p WHERE {{ ?s ?p <{node}> . {naming} }} LIMIT {fanout}")
+            try:
+                term = iri_term(node)
+            except UnsafeTerm:
+                continue  # a topic id that is no IRI: nothing to cut
+            out = _bindings(kg, f"SELECT ?p ?o WHERE {{ {term} ?p ?o . {naming} }} LIMIT {int(fanout)}")
+            inc = _bindings(kg, f"SELECT ?s ?p WHERE {{ ?s ?p {term} . {naming} }} LIMIT {int(fanout)}")
             capped += int(len(out) >= fanout or len(inc) >= fanout)
             for s, p, o in [({"type": "uri", "value": node}, b["p"], b["o"]) for b in out] + \
                            [(b["s"], b["p"], {"type": "uri", "value": node}) for b in inc]:
@@ -97,9 +102,9 @@ def cut_slice(kg: SparqlKG, entity: str, depth: int = 1, fanout: int = 100) -> t
                         nxt.append(t["value"])
         frontier = nxt
     iris = sorted({m for line in lines for m in re.findall(r"<([^>]+)>", line)})
-    names = " ".join(f"<{p}>" for p in (kg.label_predicate, kg.alias_predicate, kg.description_predicate))
-    for k in range(0, len(iris), 200):
-        values = " ".join(f"<{i}>" for i in iris[k:k + 200])
+    names = " ".join(iri_term(p) for p in (kg.label_predicate, kg.alias_predicate, kg.description_predicate))
+    for chunk in _values_batches(iris, 200):
+        values = " ".join(iri_term(i) for i in chunk)
         for b in _bindings(kg, f"SELECT ?x ?p ?l WHERE {{ VALUES ?x {{ {values} }} VALUES ?p {{ {names} }} "
                                f"?x ?p ?l . {kg._lang_filter('l')} }}"):
             terms = (_nt_term(b["x"]), _nt_term(b["p"]), _nt_term(b["l"]))

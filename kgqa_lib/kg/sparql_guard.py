@@ -26,6 +26,7 @@ Parse cost (measured, 2-core VM): ~10 ms for a typical 7-line query with rdflib 
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,6 +42,10 @@ class QuerySyntaxError(QueryRejected):
 
 MAX_QUERY_DEPTH = 64  # pyoxigraph's parser overflows the C stack (a segfault) at ~3000 nested brackets
 MAX_QUERY_CHARS = 100_000  # an LLM query is a few hundred characters; pyparsing time grows with length
+# rdflib's parser (pyparsing, with its shared packrat cache) is not thread-safe: two threads parsing
+# at once get spurious errors ("Param.postParse2() missing 1 required positional argument",
+# "Expected SelectQuery, found 'WHERE'"). Runs with --workers parse in several threads.
+_PARSE_LOCK = threading.Lock()
 
 # Bare words that never occur in a read-only SPARQL query: the update forms, federation, and
 # Virtuoso's pragmas. Named in the error message when found outside strings, comments and IRIs.
@@ -50,7 +55,11 @@ _VIRTUOSO_PREFIXES = ("bif", "sql")
 _VIRTUOSO_NS = "http://www.openlinksw.com/schemas/"
 _ESCAPE = re.compile(r"\\u[0-9a-f]{4}", re.I)  # rdflib's expandUnicodeEscapes pattern (\\U matches too)
 
-_IRI = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*>')
+# What may stand between ``<`` and ``>`` (SPARQL 1.1's IRIREF, N-Triples' too): anything but
+# < > " { } | ^ ` \ and the characters up to U+0020 (controls and the space).
+_IRI_CHARS = r'[^<>"{}|^`\\\x00-\x20]'
+_IRI = re.compile("<" + _IRI_CHARS + "*>")
+_IRI_VALUE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:" + _IRI_CHARS + "*")  # absolute: a scheme first
 _VAR = re.compile(r"[?$][\w\u00b7\u0300-\u036f\u203f-\u2040]+")
 _PNAME = re.compile(r"(?:[^\W\d_][\w\-.]*)?:[\w\-.:%\\\u00b7]*")  # ex:Create, :x, wd:Q1 (a final '.' is not part)
 _BARE = re.compile(r"[^\W\d]\w*")  # keywords, function names, a, true
@@ -198,7 +207,8 @@ def guard_query(query: str) -> GuardedQuery:
     from rdflib.plugins.sparql.parser import parseQuery
 
     try:
-        parsed = parseQuery(text)
+        with _PARSE_LOCK:
+            parsed = parseQuery(text)
     except RecursionError:
         raise QueryRejected("the query nests too deeply to parse; write a flat query") from None
     except Exception as exc:  # noqa: BLE001 - pyparsing's ParseException and rdflib's own errors
@@ -221,6 +231,74 @@ def guard_query(query: str) -> GuardedQuery:
 def check_read_only(query: str) -> str:
     """The query form (``SELECT``/``ASK``) of an accepted query; raises :class:`QueryRejected`."""
     return guard_query(query).form
+
+
+# --------------------------------------------------------------------------------------------
+# Terms written into the library's own queries
+# --------------------------------------------------------------------------------------------
+# The library builds queries from data (labels, mentions, seeds, relation names, IRIs read back
+# from an endpoint): every such value is written by these two functions and nowhere else, and the
+# whole query then passes guard_query like any other (kgqa_lib.kg.remote). A value that cannot be
+# written as the term asked for raises UnsafeTerm, and the caller skips it: it is never spliced.
+
+MAX_TERM_CHARS = 2000  # no IRI or label is longer; a batch of 200 terms stays far below MAX_QUERY_CHARS
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate cannot be sent (UTF-8) nor read back
+_LANGTAG = re.compile(r"[A-Za-z]+(?:-[A-Za-z0-9]+)*")
+# SPARQL 1.1's ECHAR: the escapes a "…" literal may hold. '"', '\\', LF and CR must be escaped
+# (STRING_LITERAL2 excludes them); tab, backspace and form feed are escaped for readability.
+_ECHAR = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"})
+
+
+class UnsafeTerm(QueryRejected):
+    """A value that cannot be written into a query as the term asked for (an "IRI" with a space or a
+    ``>``, a label holding a ``\\uXXXX`` sequence...). The caller skips it (no KG term is named so)."""
+
+
+def _plain(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise UnsafeTerm(f"{what} must be a string, not {type(value).__name__}")
+    if len(value) > MAX_TERM_CHARS:
+        raise UnsafeTerm(f"{what} is {len(value)} characters long (limit {MAX_TERM_CHARS})")
+    if _SURROGATE.search(value):
+        raise UnsafeTerm(f"{what} holds a lone surrogate (not Unicode text)")
+    return value
+
+
+def is_iri(value: object) -> bool:
+    """Whether :func:`iri_term` can write ``value``: an absolute IRI (``scheme:…``) of at most
+    :data:`MAX_TERM_CHARS` characters, none of them ``< > " { } | ^`` backtick, backslash, a control
+    character or whitespace (SPARQL's IRIREF), and no lone surrogate."""
+    return (isinstance(value, str) and len(value) <= MAX_TERM_CHARS and _IRI_VALUE.fullmatch(value) is not None
+            and not _SURROGATE.search(value))
+
+
+def iri_term(value: str) -> str:
+    """``<value>``, or :class:`UnsafeTerm` when ``value`` is not an IRI that SPARQL reads as one
+    token (see :func:`is_iri`). Nothing is escaped or percent-encoded: an IRI read from a KG is
+    written back exactly, and one that would need escaping is not an IRI of any KG."""
+    if not is_iri(value):
+        shown = value[:60] if isinstance(value, str) else type(value).__name__
+        raise UnsafeTerm(f"not an IRI that can be written into a query: {shown!r}")
+    return f"<{value}>"
+
+
+def literal_term(value: str, lang: str | None = None) -> str:
+    """A ``"…"`` string literal holding exactly ``value`` (``"…"@lang`` with a language tag), escaped
+    per SPARQL 1.1's grammar: ``\\`` → ``\\\\``, ``"`` → ``\\"``, LF/CR/tab/backspace/form feed →
+    ``\\n \\r \\t \\b \\f``; every other character is written as itself (``'``, ``<``, ``}``, ``#``
+    are plain text inside the quotes). :class:`UnsafeTerm` for a value holding a ``\\uXXXX``
+    sequence (SPARQL expands such codepoint escapes before parsing, and engines disagree on
+    where; :func:`guard_query` refuses them), a lone surrogate, more than :data:`MAX_TERM_CHARS`
+    characters, or a malformed language tag."""
+    _plain(value, "a literal")
+    if _ESCAPE.search(value):
+        raise UnsafeTerm("a literal holding a \\uXXXX sequence cannot be written unambiguously")
+    text = '"' + value.translate(_ECHAR) + '"'
+    if lang is None:
+        return text
+    if not isinstance(lang, str) or not _LANGTAG.fullmatch(lang):
+        raise UnsafeTerm(f"not a language tag: {lang!r}")
+    return f"{text}@{lang}"
 
 
 def cap_limit(query: str, cap: int) -> str:

@@ -12,7 +12,9 @@ Backends: the embedded mini-world (Wikidata-like, ~10k triples; queries run in a
 process) and, unless ``--no-remote``, the same KG behind the project's Oxigraph server on
 127.0.0.1 (``kgqa_lib.servers``, given by the caller: the app layer). A TCP listener on 127.0.0.1
 (``servers.Listener``) stands for "the network": a SERVICE query names it, and every connection it
-receives is counted.
+receives is counted. On the server, hostile *names* (labels an LLM could write, closing the IRI or
+the literal they are put in) also go through every caller of ``lookup`` and every KG method that
+takes an IRI or a relation (:func:`label_callers`): 0 connections may reach the listener.
 Mutations: the number of triples and a hash of the embedded store before/after; ``COUNT(*)`` on the
 endpoint. ``cpu after`` is the CPU time this process used in the second after the query returned
 (a leaked query thread shows up there)."""
@@ -52,6 +54,90 @@ def hostile(port: int) -> list[tuple[str, str]]:
         ("LIMIT 50000000", "SELECT ?a ?c WHERE { ?a ?p ?b . ?c ?q ?d } LIMIT 50000000"),
         ("ORDER BY … LIMIT 50000000", "SELECT ?a ?c WHERE { ?a ?p ?b . ?c ?q ?d } ORDER BY ?a ?c LIMIT 50000000"),
     ]
+
+
+def hostile_labels(port: int) -> list[tuple[str, str]]:
+    """(label, value) of every hostile name: what an LLM's pseudo-graph node, draft mention or seed,
+    or a dataset's topic name, could be. Each tries to close the IRI or the literal it is written
+    into and add a SERVICE clause naming the listener at ``port``."""
+    svc = f"http://127.0.0.1:{port}/sparql"
+    tail = f" }} SERVICE <{svc}> {{ ?s ?p ?o }} }} #"
+    return [
+        ("http:// name closing the IRI", "http://x>" + tail),
+        ("https:// name closing the IRI", "https://x>" + tail),
+        ("urn: name closing the IRI", "urn:x>" + tail),
+        ("name closing the literal", 'x"' + tail),
+        ("name with an escaped quote", 'x\\"' + tail),
+        ("name with a newline", "x\n" + tail + "\n"),
+        ("name with a carriage return", "x\r" + tail + "\r"),
+        ("name with a \\u0022 escape", "x\\u0022" + tail),
+        ("IRI with a \\u003E escape", "http://x\\u003E" + tail),
+        ("IRI with a space", f"http://x/a b> }} SERVICE <{svc}> {{ ?s ?p ?o }} #"),
+        ("relation name closing the IRI", "directed_by> ?t" + tail),
+    ]
+
+
+def label_callers(kg, big=None) -> list[tuple[str, Callable[[str], Any]]]:
+    """(name, call(value)) of every place where a name, mention, seed, relation or IRI taken from data
+    is written into a query on ``kg``: the methods' callers of ``lookup``, then the KG's own methods
+    that take an IRI or a relation. ``big``: the same endpoint opened as too big to index (its
+    lookup searches labels on the server)."""
+    from ...data.datasets import Question
+    from ...methods import kbbinder, keqing, pgakv, tog
+    from ...methods.fusic import linking
+
+    def question(v: str) -> Question:
+        return Question("hostile", v, [], topic_entities=[v])
+
+    anchor = kg.entity_iri("x")
+    calls = [
+        ("PG&AKV link_entities (pseudo-graph node names)", lambda v: pgakv.link_entities([v], kg)),
+        ("KB-BINDER bind_entities (draft mentions)", lambda v: kbbinder.bind_entities([v], kg)),
+        ("Keqing link_seed (decomposition seeds)", lambda v: keqing.link_seed(v, kg)),
+        ("FuSIC link_entities (topic names)", lambda v: linking.link_entities(question(v), kg, oracle=True)),
+        ("FuSIC link_entities (question spans)", lambda v: linking.link_entities(question(v), kg)),
+        ("ToG link_topic_entities (topic names)", lambda v: tog.link_topic_entities(question(v), kg)),
+        ("lookup (exact, then fuzzy)", lambda v: kg.lookup(v)),
+        ("follow_path (seed)", lambda v: kg.follow_path(v, ["x", "^x"])),
+        ("follow_path (relation)", lambda v: kg.follow_path(anchor, [v, "^" + v])),
+        ("prefetch_labels", lambda v: kg.prefetch_labels([v, anchor])),
+        ("label / labels / description", lambda v: (kg.label(v), kg.labels(v), kg.description(v))),
+        ("has_term", lambda v: kg.has_term(v)),
+        ("triples_around", lambda v: kg.triples_around(v)),
+    ]
+    if big is not None:
+        calls.append(("lookup on an endpoint too big to index (server-side search)", lambda v: big.lookup(v)))
+    return calls
+
+
+def probe_labels(kg, listener: Any, big=None) -> list[dict[str, Any]]:
+    """Every hostile name through every caller: one row per caller (returned, question errors,
+    outages, connections the listener received)."""
+    from ...errors import InfrastructureError
+
+    rows = []
+    labels = hostile_labels(listener.port)
+    for caller, call in label_callers(kg, big):
+        before = listener.count
+        returned = errors = outages = 0
+        t = time.perf_counter()
+        for _, value in labels:
+            try:
+                call(value)
+                returned += 1
+            except InfrastructureError:  # an outage: the run would stop and retry the question for ever
+                outages += 1
+            except Exception:  # noqa: BLE001 - a question's error: recorded, the run goes on
+                errors += 1
+        wall = time.perf_counter() - t
+        time.sleep(0.2)
+        row = {"caller": caller, "names": len(labels), "returned": returned, "question_errors": errors,
+               "outages": outages, "network_calls": listener.count - before, "wall_s": round(wall, 3)}
+        row["ok"] = row["network_calls"] == 0 and outages == 0
+        rows.append(row)
+        print(f"  label injection: {caller}: {returned} returned, {errors} errors, {outages} outages, "
+              f"{row['network_calls']} calls, {'ok' if row['ok'] else 'NOT OK'}", flush=True)
+    return rows
 
 
 def _cpu() -> float:
@@ -126,13 +212,15 @@ def measure(opts: SimpleNamespace, previous: dict[str, Any], servers: ModuleType
 
                 out["backends"]["oxigraph server"] = probe(remote, "oxigraph server", listener, opts.timeout,
                                                            opts.max_rows, count, sent=lambda: remote.stats["sent"])
+                big = open_sparql_kg(srv.kg_url("miniworld:wikidata"), cache=False, index_limit=0)
+                out["label_injection"] = probe_labels(remote, listener, big)
     finally:
         listener.close()
     return out
 
 
 def all_ok(d: dict[str, Any]) -> bool:
-    return all(r["ok"] for rows in d["backends"].values() for r in rows)
+    return all(r["ok"] for rows in d["backends"].values() for r in rows) and all(r["ok"] for r in d.get("label_injection", []))
 
 
 def report(d: dict[str, Any]) -> str:
@@ -157,14 +245,26 @@ def report(d: dict[str, Any]) -> str:
                   f"{'CHANGED' if r['mutated'] else '0'}" + (f" | {r['requests_sent']}" if sent else "")
                   + f" | {r['wall_s']:.2f} / {timeout:.0f} | {r['cpu_after_s']:.2f} | "
                   f"{'yes' if r['ok'] else '**NO**'} | {r['detail'].replace('|', '/')} |" for r in rows]
+    if "label_injection" in d:
+        rows = d["label_injection"]
+        n = rows[0]["names"] if rows else 0
+        lines += ["", f"Hostile names on the Oxigraph server: {n} names (labels closing the IRI or the literal they are "
+                  "written into, and adding a SERVICE clause that names the listener) through every caller of `lookup` "
+                  "and every KG method that takes an IRI or a relation. A question error is recorded as that question's "
+                  "answer; an outage would stop the run.",
+                  "", "| caller | names | returned | question errors | outages | network calls | wall s | "
+                  "0 calls, 0 outages |", "|" + "---|" * 8]
+        lines += [f"| {r['caller']} | {r['names']} | {r['returned']} | {r['question_errors']} | {r['outages']} | "
+                  f"{r['network_calls']} | {r['wall_s']:.2f} | {'yes' if r['ok'] else '**NO**'} |" for r in rows]
     lines += ["", f"All within timeout + 1 s with 0 network calls and 0 mutations: **{'yes' if all_ok(d) else 'NO'}**", ""]
     return "\n".join(lines)
 
 
 def estimate(opts: SimpleNamespace, previous: dict[str, Any]) -> str:
     n, backends = len(hostile(0)), 1 if opts.no_remote else 2
+    names = "" if opts.no_remote else f", then {len(hostile_labels(0))} hostile names through every caller of lookup (~1 min)"
     return (f"{n} hostile queries on {backends} backend{'s' if backends > 1 else ''}, each ≤ {opts.timeout:g} s + "
-            f"1.2 s of watching: ≤ {n * backends * (opts.timeout + 1.2) / 60:.1f} min (most are rejected at once)")
+            f"1.2 s of watching: ≤ {n * backends * (opts.timeout + 1.2) / 60:.1f} min (most are rejected at once){names}")
 
 
 TABLE = register(Measurement(
