@@ -1,4 +1,4 @@
-"""The peer baselines of the three papers on our stack (issue 22): KB-BINDER and Think-on-Graph on
+"""The peer baselines of the three papers on our stack: KB-BINDER and Think-on-Graph on
 MetaQA (the Keqing benchmark's questions, 100 per hop), ToG on the PG&AKV mini-world test splits.
 KB-BINDER on the FuSIC transfer pairs is a cell of the FuSIC table (same questions as FuSIC).
 On 2- and 3-hop MetaQA ToG also runs with a depth floor (``tog_floor_metaqa_{h}hop``: ``min_depth=h``,

@@ -111,7 +111,7 @@ CONFIGS = {
 }
 METAQA = ("metaqa1", "metaqa2", "metaqa3")
 ABLATIONS = ("fs_dense_sexpr", "fs_dense_noegf", "fs_dense_norr")
-#: the number of target shots (below our Table 3 analogue; no row of the paper's Table 3), issue 20: "shots
+#: the number of target shots (below our Table 3 analogue; no row of the paper's Table 3): "shots
 #: 0/5/25/100 where the pool allows" — MetaQA only (its reserve, tasks.SHOT_RESERVE; the other targets hold a
 #: pool of 10): shots → the cell's configuration
 SHOTS = {0: "zs_dense", 5: "fs_dense", 25: "fs_dense_shots25", 100: "fs_dense_shots100"}
@@ -128,7 +128,7 @@ MINIWORLD = ("geo2cinema", "cinema2geo")
 MAIN_CONFIGS = ("fs_dense", "zs_dense", "fs_bm25", "zs_bm25", "fs_both", "zs_both", "fs_naive", "kbbinder_fs",
                 "kbbinder_zs", "io", "langchain")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
-#: the configurations with one retriever the MetaQA goal is checked on (issue 20: "with one retriever")
+#: the configurations with one retriever the MetaQA goal is checked on ("with one retriever")
 GOAL_CONFIGS = ("fs_dense", *DEPTH, "fs_bm25", "zs_dense", "zs_bm25", SHOTS[25], SHOTS[100])
 ORDER = (  # priority: the bench runs the cells in this order
     [(p, "fs_dense") for p in METAQA] + [(p, "fs_dense_paths3") for p in ("metaqa3", "metaqa1", "metaqa2")]
@@ -136,8 +136,8 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [(p, "fs_naive") for p in (*METAQA, "gtech")]
     + [(p, c) for c in ("fs_bm25", "fs_both") for p in (*METAQA, "gtech")]
     + [(p, c) for p in MINIWORLD for c in ("fs_dense", "zs_dense")] + [("gtech", "zs_dense")]
-    + [(p, "io") for p in METAQA]  # a peer number on MetaQA with the same model (issue 20): one short call
-    + [(p, "langchain") for p in METAQA]  # the other peer issue 20 names: LangChain's SPARQL chain, 2-3 calls
+    + [(p, "io") for p in METAQA]  # a peer number on MetaQA with the same model: one short call
+    + [(p, "langchain") for p in METAQA]  # the other peer: LangChain's SPARQL chain, 2-3 calls
     + [(p, c) for c in ABLATIONS for p in (*METAQA, "gtech")]
     + [(p, SHOTS[n]) for n in (100, 25) for p in METAQA]
     # the rest of Table 2's grid: every pair zero- and few-shot with each retriever, the naive baseline
@@ -154,9 +154,9 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [("metaqa1", "fs_dense_sexpr_sqlpaths")]
     + [(p, "fs_dense_simex") for p in METAQA]
     + [(p, "fs_naive_egf") for p in METAQA]
-    + [("gtech", "fs_naive_dsex"), ("gtech", "fs_dense_dsex")]  # GrailQA's verbose exemplars (stop 29)
+    + [("gtech", "fs_naive_dsex"), ("gtech", "fs_dense_dsex")]  # GrailQA's verbose exemplars
     + [(p, "kbbinder_fs") for p in (*METAQA, "gtech")]
-    # KB-BINDER on every pair, zero- and few-shot (issue 22): the same questions as FuSIC's cells
+    # KB-BINDER on every pair, zero- and few-shot: the same questions as FuSIC's cells
     + [(p, "kbbinder_fs") for p in ("geo2cinema", "cinema2geo")]
     + [(p, "kbbinder_zs") for p in (*METAQA, "gtech", "geo2cinema", "cinema2geo")]
 )
@@ -173,7 +173,7 @@ def cell_name(pair: str, config: str) -> str:
 FUSIC_LLM = "local?prefix_cache=8"
 
 
-#: deviations of our own beyond issue 20's acceptance (its settings each measured, where the issue names
+#: deviations of our own beyond the paper's table (its settings each measured, where one is named
 #: them: ``show_path_values`` is, so ``fs_dense_values`` is needed): listed and estimated apart
 OPTIONAL = {c: "our deviation, beyond the paper's table" for c in
             ("fs_dense_paths3", "fs_dense_sexpr_sqlpaths", "fs_dense_simex", "fs_naive_egf", "fs_dense_dsex",
@@ -347,7 +347,7 @@ PAPER_EGF = {"few-shot": (71.6, 74.4, 74.6, 74.6, 74.6), "zero-shot": (66.7, 68.
 PAPER_SHOTS = {0: 73.6, 1: 70.5, 3: 72.3, 5: 74.6}  # sec. 4.2.2: exemplars in the prompt → F1, FuSIC-KBQA(T,P), W→GI-T
 PAPER_STAGE_S = {"retrieval": 14.4, "rerank": 9.6, "generation": 14.4, "feedback": 18.9}  # appendix A.5
 PAPER_CALLS = 4.7  # Limitations: 3 re-rank + 1 generation + 0.7 EGF calls (GrailQA→WebQSP, one retriever)
-GOAL_F1, GOAL_CALLS = 0.80, 4.7  # issue 20: MetaQA, one retriever, every hop
+GOAL_F1, GOAL_CALLS = 0.80, 4.7  # MetaQA goal: MetaQA, one retriever, every hop
 
 
 def _naive_note(pair: str) -> str:

@@ -409,7 +409,7 @@ def split_dev_test(dataset: Dataset, seed: int = 0, dev_fraction: float = 0.3,
             Dataset(f"{dataset.name}:test", test, dataset.kg, dataset.source_files))
 
 
-# The mini-world splits (issue 23), fixed once: seed 0, stratified by question_type. 30 % dev keeps
+# The mini-world splits, fixed once: seed 0, stratified by question_type. 30 % dev keeps
 # ≥ 50 test questions on the factoid sets (simple 48 dev / 113 test, multihop 26 / 62). The open set
 # is all test (50): its metric (ROUGE-L of prose) cannot score pruning offline, so the settings are
 # chosen on the factoid dev questions and the open questions are never looked at when choosing.

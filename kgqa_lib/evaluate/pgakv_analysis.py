@@ -1,4 +1,4 @@
-"""PG&AKV read from finished runs, split into dev and test (issue 23): the pruning settings chosen
+"""PG&AKV read from finished runs, split into dev and test: the pruning settings chosen
 on the dev questions, Table 2 on the test questions, the paper's verification-error share, and why
 QSM wins; and, per record, where a wrong answer lost the gold one (:func:`gold_funnel`,
 :func:`attribute_error`, :func:`pruning_sweep`: gold-based, so here and not in the method).

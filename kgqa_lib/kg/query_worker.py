@@ -1,4 +1,4 @@
-"""Embedded SPARQL queries in a worker process that a timeout kills (issue 18, item 8).
+"""Embedded SPARQL queries in a worker process that a timeout kills.
 
 pyoxigraph has no way to cancel a running query (``Store.query`` takes no timeout and holds the
 GIL-free Rust evaluation until it ends), so a query run in a thread keeps burning a core after its

@@ -1,4 +1,4 @@
-"""The read-only guard for SPARQL the LLM writes (issue 18, item 7).
+"""The read-only guard for SPARQL the LLM writes.
 
 A query is run only when **two independent readings** of the text agree that it is a plain
 SELECT/ASK with no SERVICE, no update and no Virtuoso extension:

@@ -1,4 +1,4 @@
-"""LangChain's ``GraphSparqlQAChain`` as a peer baseline (issue 20): the chain as LangChain ships it,
+"""LangChain's ``GraphSparqlQAChain`` as a peer baseline: the chain as LangChain ships it,
 with its default prompts, on our KG and our LLM.
 
 What is ours is only the plumbing, so that the chain runs offline, read-only and recorded:

@@ -1,4 +1,4 @@
-"""``scaleout`` (issue 7): concurrent questions, SPARQL servers, the whole MetaQA KB on disk.
+"""``scaleout``: concurrent questions, SPARQL servers, the whole MetaQA KB on disk.
 
     KGQA_DATA_DIR=../shared/datasets nice -n 10 kgqa bench run scaleout [--only concurrency,servers,metaqa] [--keep]
 

@@ -163,7 +163,7 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
     exemplars") — the first n target shots in the pool's order, or n source questions drawn once
     with ``seed``, the same for every question (so the prompt's exemplar block repeats and a prefix
     cache can reuse it); ``similarity`` = the n closest to the question by sentence embedding, the
-    closest last (before issue 20's static default). Each exemplar carries its own retrieved context
+    closest last (our earlier default). Each exemplar carries its own retrieved context
     (retriever top-k, no LLM), written as the question's is (``show_values``); ``naive``: question
     and logical form only. ``max_hops``: the exemplars' candidate paths, as the question's (the
     setting ``max_path_hops``). ``sparql_form``: how a GrailQA exemplar's SPARQL is written
@@ -203,7 +203,7 @@ def exemplars_for(q: Question, task: Task, shots: int, language: str, retrievers
 # is cut to its context size (so one re-ranking serves the one- and the two-retriever configurations).
 CONTEXT_SIZES = {
     "paper": ({"path": 5, "relation": 10, "type": 10}, {"path": 3, "relation": 5, "type": 5}),
-    # before issue 20, for the small local model's short context: (re-rank k = one retriever, two or more)
+    # our earlier default, for the small local model's short context: (re-rank k = one retriever, two or more)
     "compact": ({"path": 5, "relation": 4, "type": 2}, {"path": 3, "relation": 3, "type": 1}),
 }
 RERANK_K = dict(CONTEXT_SIZES["paper"][0])  # what the LLM keeps of each retriever's top K (appendix A.1.2)

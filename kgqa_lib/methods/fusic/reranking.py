@@ -58,7 +58,7 @@ def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int,
     re-ranked too ("If the number of candidates are ten or less then just rerank the candidates",
     appendix A.1.2), so each retriever makes the paper's 3 re-rank calls; with the setting
     ``rerank_short_lists=false`` such a list keeps the retriever's order, no call (the behaviour
-    before issue 20). A single candidate is never sent. Paths are shown as SPARQL programs
+    our earlier default). A single candidate is never sent. Paths are shown as SPARQL programs
     (``show_path_values``: with the entities they reach; ``rerank_paths_as=sexpr``: as s-expressions,
     the paper's form, which needs the target's ``profile``). A malformed answer falls back to the
     retriever's order and is counted."""

@@ -142,7 +142,7 @@ def prepared_shots(task: str, shots: int, max_hops: int = 2, seed: int = 0) -> l
 
 
 # ---------------------------------------------------------------------------------------------
-# The dense retriever's rankings, recorded (issue 20 §5): a replay need not train it
+# The dense retriever's rankings, recorded: a replay need not train it
 # ---------------------------------------------------------------------------------------------
 RECORD_FILE = "fusic_dense.jsonl"  # data/retriever_cache/: committed, as the LLM transcripts are
 
@@ -292,7 +292,7 @@ def trained_retriever(task: str, shots: int = 0, epochs: int = 2, seed: int = 0,
 
 @lru_cache(maxsize=8)
 def trained_head(task: str, shots: int = 0, seed: int = 0):
-    """The dense retriever of a task trained in seconds (issue 20 §5): a linear map over the frozen
+    """The dense retriever of a task trained in seconds: a linear map over the frozen
     MiniLM's question embeddings, trained on the source domain, then on ``shots`` target questions
     from the pool (the same training examples as :func:`trained_retriever`)."""
     from ...embed.retrieval import HeadRetriever, train_head

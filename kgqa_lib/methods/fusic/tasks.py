@@ -54,7 +54,7 @@ TASKS = {
 }
 SHOT_POOL = 10  # target questions reserved for few-shot use, whatever the number of shots
 METAQA_PER_HOP = 200  # MetaQA dev questions sampled per hop (seeded): the pool's share, the rest test
-#: targets whose data hold more few shots than the pool (issue 20, Table 3: shots 0/5/25/100 "where the
+#: targets whose data hold more few shots than the pool (Table 3 analogue: shots 0/5/25/100 "where the
 #: pool allows"): this many further questions, from the target's data outside its sampled question set
 #: (MetaQA dev beyond the METAQA_PER_HOP sample), so a run may fine-tune on up to SHOT_POOL + reserve
 #: target shots (the paper samples 100) while its test questions stay those of the 5-shot cells
