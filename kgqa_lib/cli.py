@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import UsageError, UserError
+from .errors import InfrastructureError, UsageError, UserError
 
 
 # Argument checks live here, as argparse types: a bad value is one line on stderr, exit code 2.
@@ -29,6 +29,16 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 
 
 _positive_int = _int_at_least(1)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expects a number of seconds > 0, got {text!r}")
+    return value
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -60,6 +70,46 @@ def _shard(text: str) -> tuple[int, int]:
     if not sep or count < 1 or not 0 <= index < count:
         raise argparse.ArgumentTypeError(f"expects i/n with 0 ≤ i < n (e.g. --shard 0/4 … 3/4), got {text!r}")
     return index, count
+
+
+def _no_file_above(path: Path, text: str) -> None:
+    """The nearest existing folder of ``path`` (itself or a parent) must be a folder, not a file."""
+    for parent in (path, *path.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{text!r} cannot be created: {str(parent)!r} is a file, not a folder")
+            return
+
+
+def _out_file(text: str) -> str:
+    """``--out FILE``: a file path whose folders exist or can be created (checked before anything runs)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file (in it, or elsewhere)")
+    _no_file_above(path.parent, text)
+    return text
+
+
+def _out_folder(text: str) -> str:
+    """``--out FOLDER``: a folder, or a path where one can be created."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: give a folder (created when missing)")
+    _no_file_above(path, text)
+    return text
+
+
+def _metric_list(text: str) -> list[str]:
+    """``--metrics hits@1,f1`` → ["hits@1", "f1"]: the metrics run records hold."""
+    from .evaluate.metrics import FACTOID_KEYS, OPEN_KEYS
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in FACTOID_KEYS + OPEN_KEYS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown metric {(unknown or [text])[0]!r}; known: "
+                                         f"{', '.join(FACTOID_KEYS)} (factoid questions), {', '.join(OPEN_KEYS)} "
+                                         "(open questions)")
+    return names
 
 
 def _existing_file(text: str) -> str:
@@ -136,7 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a shard (one of many writers, maybe on other machines) keeps its new answers in its cache
     # until `kgqa cache merge` transcribes them: data/llm_cache/ is never appended to concurrently
     llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None,
-                                                           defer=True if args.shard else None))
+                                                           defer=True if args.shard else None),
+                   timeout=args.llm_timeout)
     ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=settings, seed=args.seed)
     out = args.out
     if out is None:
@@ -182,7 +233,7 @@ def settings_help(method: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .evaluate.report import format_table, report
+    from .evaluate.report import format_table, report, shard_note
     from .paths import results_dir
 
     paths = args.runs or sorted((results_dir() / "runs").glob("*.jsonl"))
@@ -195,18 +246,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DuplicateRecordsWarning)  # said once below, as a note
-        df = report(paths, args.metrics.split(",") if args.metrics else None)
+        df = report(paths, args.metrics)
     for run_name, n in df.attrs.get("duplicates", {}).items():
         if run_name in df.attrs.get("shards", {}):
             continue  # said with the shards below
         print(f"note: {run_name}: {n} duplicate record(s) of the same question ignored (the last one counts); "
               "two runs wrote this file", file=sys.stderr)
     for run_name, info in df.attrs.get("shards", {}).items():
-        missing = info["missing"]
-        print(f"note: {run_name}: merged {info['files']} shard file(s) of n={info['n']}; "
-              + (f"missing shard(s): {', '.join(map(str, missing))} (run them with --shard i/{info['n']})"
-                 if missing else "no shard missing")
-              + f"; {info['duplicates']} duplicate qid(s) ignored (the last record counts)", file=sys.stderr)
+        print(f"note: {shard_note(run_name, info)}", file=sys.stderr)
     table = format_table(df)
     print(table)
     if args.out:
@@ -224,10 +271,23 @@ def cmd_cache(args: argparse.Namespace) -> int:
         missing = [p for p in args.sources if not Path(p).is_file()]
         if missing:
             raise UsageError(f"no cache file {missing[0]!r}: give shard caches (llm_cache.sqlite) or transcripts (.jsonl)")
-        counts = LLMCache(args.into, transcripts=args.transcripts or True, defer=False).merge(args.sources)
+        if args.into is not None:  # a path typed by the user is never moved aside and rebuilt, as our own cache is
+            into = Path(args.into)
+            if into.is_dir():
+                raise UsageError(f"--into {args.into!r} is a folder: give the path of an llm_cache.sqlite (created "
+                                 "when missing)")
+            if into.is_file() and into.stat().st_size:
+                with open(into, "rb") as fh:
+                    if fh.read(16) != b"SQLite format 3\x00":
+                        raise UsageError(f"--into {args.into!r} is not an SQLite file: give an llm_cache.sqlite, or a "
+                                         "path where one is created (the file was left as it is)")
+        counts = LLMCache(args.into, transcripts=args.transcripts or True, defer=False,
+                          recover=args.into is None).merge(args.sources)
         print(f"merged {counts['sources']} cache file(s): {counts['added']} response(s) new to this cache, "
               f"{counts['transcribed']} appended to {args.transcripts or 'data/llm_cache/'}, "
-              f"{counts['already']} already transcribed")
+              f"{counts['already']} already transcribed"
+              + (f"; {counts['rejected']} {'entry' if counts['rejected'] == 1 else 'entries'} left out (not keyed "
+                 "by their request, or with fields missing)" if counts.get("rejected") else ""))
         return 0
     if args.sources:
         raise UsageError("kgqa cache stats takes no files (did you mean `kgqa cache merge FILES…`?)")
@@ -248,9 +308,11 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_notebooks(args: argparse.Namespace) -> int:
-    from .notebooks import normalize_file, notebook_paths, relative
+    from .notebooks import normalize_file, notebook_paths, read_notebook, relative
 
     paths = [Path(p) for p in args.paths] or notebook_paths()
+    for p in paths:  # a file that is not a notebook is an error before any file is rewritten
+        read_notebook(p)
     changed = [p for p in paths if normalize_file(p, check=args.action == "check")]
     for p in changed:
         print(("not normalised: " if args.action == "check" else "normalised: ") + relative(p))
@@ -295,6 +357,18 @@ def cmd_workshop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    from .site import build
+
+    site = build(args.out)
+    counts = {k: sum(p.kind == k for p in site.pages) for k in ("notebook", "report", "figure")}
+    if site.unlinked:
+        print(f"note: {len(site.unlinked)} link(s) to files of the repository that the site does not hold were left as "
+              f"text, e.g. {site.unlinked[0][1]} in {site.unlinked[0][0]}", file=sys.stderr)
+    print(f"{counts['notebook']} notebooks, {counts['report']} reports, {counts['figure']} figures; open {site.index}")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .reproduce import reproduce
 
@@ -323,14 +397,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for t in items:
             kind = measure if isinstance(t, measure.Measurement) else bench
             source = "its JSON" if kind is measure else "its records"
-            if kind is measure and not t.data_path.exists() and not t.output_path.exists():
-                print(f"{t.name}: not measured yet (`kgqa bench run {t.name}`)")
-            elif args.check:
-                problem = kind.check(t)
-                print(f"{t.name}: " + (problem or f"{t.output} matches {source}"))
-                failed += problem is not None
-            elif kind.write_report(t):
-                print(f"{t.name}: wrote results/bench/{t.output}")
+            try:
+                if kind is measure and not t.data_path.exists() and not t.output_path.exists():
+                    print(f"{t.name}: not measured yet (`kgqa bench run {t.name}`)")
+                elif args.check:
+                    problem = kind.check(t)
+                    print(f"{t.name}: " + (problem or f"{t.output} matches {source}"))
+                    failed += problem is not None
+                elif kind.write_report(t):
+                    print(f"{t.name}: wrote results/bench/{t.output}")
+            except UserError as exc:  # one table's damaged file: said, and the other tables go on
+                print(f"{t.name}: error: {_one_line(exc)}")
+                failed += 1
         return 1 if failed else 0
     # run
     if len(items) > 1:  # a queue of paper tables, one after the other (e.g. a second model's cells)
@@ -362,6 +440,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                              f"for the papers' tables; its own options: `kgqa bench list {table.name}`)")
         return _run_measurement(table, args)
     if args.table_options:
+        if not any(a.startswith("-") for a in args.table_options):  # `run A --yes B`: B meant as a table
+            names = " ".join(args.table_options)
+            raise UsageError(f"{names}: name the tables before the options (`kgqa bench run {table.name} {names} --yes`)")
         raise UsageError(f"table {table.name} takes no options of its own (the model is --llm, questions at once "
                          f"--workers, cells --cells), got {' '.join(args.table_options)}")
     if args.workers is not None:
@@ -376,14 +457,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"{table.name} with {model or bench.default_key()}: what is missing, with costs from the records' "
           "per-question means")
     print(bench.format_estimate(missing))
-    if not missing:
+    behind = bench.unsaved(table, bench.runs_dir(), model, cells)
+    if behind:
+        print(f"answered but not saved yet: {', '.join(behind)}")
+    if not missing and not behind:
         return 0
     if not args.yes:
         only = f" --cells {' '.join(cells)}" if cells else ""
         with_llm = f" --llm {llm}" if llm else ""
-        print(f"nothing was run: add --yes to run these (`kgqa bench run {table.name}{with_llm}{only} --yes`)")
+        print(f"nothing was run: add --yes to {'run' if missing else 'save'} these "
+              f"(`kgqa bench run {table.name}{with_llm}{only} --yes`)")
         return 0
-    return bench.run(table, batch=args.batch, cells=cells, procs=args.procs, llm=llm, workers=args.workers)
+    try:
+        return bench.run(table, batch=args.batch, cells=cells, procs=args.procs, llm=llm, workers=args.workers)
+    except bench.Interrupted as exc:  # the cells were stopped and their answers saved (said by run)
+        return 128 + exc.signum
 
 
 def cmd_bench_show(args: argparse.Namespace) -> int:
@@ -530,12 +618,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shard", type=_shard, default=None, metavar="i/n",
                    help="only shard i of n (0-based) of the selected questions (after --sample/--limit), by a "
                         "stable hash of the qid; `kgqa report` merges the n shard files into one row")
-    r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | openai:MODEL (default $KGQA_LLM or local)")
+    r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | server[:MODEL][?slots=N] (a managed llama-server, "
+                   "`make llama-server`) | openai:MODEL (default $KGQA_LLM or local)")
     r.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
+    r.add_argument("--llm-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+                   help="seconds one call to an LLM endpoint may take in all, retries included (default "
+                        "$KGQA_LLM_TIMEOUT or 300; the embedded model needs none)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
                    help="method setting (see --help-settings)")
-    r.add_argument("--out", default=None, help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
+    r.add_argument("--out", type=_out_file, default=None,
+                   help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
     r.add_argument("--overwrite", action="store_true")
     r.add_argument("--kg", default=None, help="KG for KG-based methods (pgakv, qsm, keqing): miniworld | miniworld:freebase | "
                    "metaqa | tiny | sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:… "
@@ -549,8 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="aggregate run files into a table")
     rep.add_argument("runs", nargs="*", type=_existing_file)
-    rep.add_argument("--metrics", default=None, help="comma-separated, e.g. hits@1,f1")
-    rep.add_argument("--out", default=None, help="write Markdown here (and a .csv beside it)")
+    rep.add_argument("--metrics", type=_metric_list, default=None, help="comma-separated, e.g. hits@1,f1")
+    rep.add_argument("--out", type=_out_file, default=None, help="write Markdown here (and a .csv beside it)")
     rep.set_defaults(fn=cmd_report)
 
     c = sub.add_parser("cache", help="LLM cache statistics; merge shard caches into this one and the transcripts")
@@ -589,9 +682,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-model", action="store_true", help="skip assembling/verifying the local model (~1 GB)")
     d.set_defaults(fn=cmd_doctor)
     w = sub.add_parser("workshop", help="copies of the notebooks with outputs stripped (default: workshop/)")
-    w.add_argument("--out", default=None)
+    w.add_argument("--out", type=_out_folder, default=None, help="folder of the copies (default workshop/)")
     w.add_argument("--force", action="store_true", help="also overwrite copies a participant edited or ran")
     w.set_defaults(fn=cmd_workshop)
+    st = sub.add_parser("site", help="a static HTML site of the committed notebooks (with their outputs) and "
+                        "benchmark reports, readable offline (default: build/site/)")
+    st.add_argument("--out", default=None, help="folder to write (default build/site/); emptied first when an "
+                    "earlier `kgqa site` wrote it, refused when it holds anything else")
+    st.set_defaults(fn=cmd_site)
     rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
     rp.add_argument("--only", nargs="*", help="substrings of notebook names")
     rp.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE", help="notebook parameter")
@@ -683,7 +781,11 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The one place a user error (bad argument, setting, data file or setup; see
-    :mod:`kgqa_lib.errors`) becomes ``error: …`` on one line of stderr and exit code 2."""
+    :mod:`kgqa_lib.errors`) becomes ``error: …`` on one line of stderr and exit code 2 (an
+    infrastructure failure met before a run starts, e.g. a cache on a full disk: exit code 3)."""
+    from .procs import end_with_parent
+
+    end_with_parent()  # started by `kgqa bench run` or a Dask worker: end with it
     try:
         parser = build_parser()
         args, unknown = parser.parse_known_args(argv)
@@ -700,6 +802,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except InfrastructureError as exc:  # e.g. a cache that cannot be opened (disk full, read-only): exit 3
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -66,11 +66,15 @@ class DistributedResult:
 
 
 def _run_task(name: str, argv: list[str], env_updates: dict[str, str], submitted: float) -> TaskResult:
-    """On a worker: ``python -m kgqa_lib.cli ARGV`` with the given environment additions."""
+    """On a worker: ``python -m kgqa_lib.cli ARGV`` with the given environment additions. The command
+    ends with the worker process (:mod:`kgqa_lib.procs`): a cluster stopped or killed leaves no
+    ``kgqa run`` behind, holding its run file's lock."""
     import socket
 
+    from .procs import child_env
+
     started = time.time()
-    env = {**os.environ, **env_updates}
+    env = child_env({**os.environ, **env_updates})
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "kgqa_lib.cli", *argv], env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
@@ -222,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     rest = a.args[1:] if a.args[:1] == ["--"] else a.args
+    import signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = signal.signal(signal.SIGTERM, stop) if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else None
     try:
         if a.command == "run":
             res = run_sharded(rest, a.shards, a.out, address=a.address, workers=a.workers, cache=a.cache,
@@ -231,16 +241,46 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, SetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # the cluster is closed (leaving the context), its commands end with it
+        name = str(exc) or "SIGINT"
+        print(f"stopped by {name}: the cluster is closed, and with it the commands it ran; each shard's run file "
+              "keeps what it answered, and the same command resumes", file=sys.stderr)
+        return 128 + (signal.SIGTERM if name == "SIGTERM" else signal.SIGINT)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
     for t in res.tasks:
         print(f"{t.name}: exit {t.returncode} in {t.seconds:.1f} s on {t.worker}"
               + (f"\n    {t.stderr_tail.splitlines()[-1]}" if t.returncode and t.stderr_tail else ""))
     print(f"cluster start {res.cluster_start_seconds:.1f} s, wall {res.wall_seconds:.1f} s, "
           f"{len(res.failed)} of {len(res.tasks)} failed" + (f"; caches merged: {res.merged}" if res.merged else ""))
     if res.files:
-        from .cli import main as kgqa
+        for line in shard_lines(res):
+            print(line)
+        written = [f for f in res.files if f.exists()]
+        if written:  # (`kgqa report` without files would report every run under results/runs/)
+            from .cli import main as kgqa
 
-        kgqa(["report", *map(str, (f for f in res.files if f.exists()))])
+            kgqa(["report", *map(str, written)])
     return 1 if res.failed else 0
+
+
+def shard_lines(res: DistributedResult) -> list[str]:
+    """What became of each shard that did not finish (its exit code, and whether its run file holds any
+    answers), and how to resume them; nothing when every shard finished."""
+    lines = []
+    for t, path in zip(res.tasks, res.files):
+        if t.returncode == 0:
+            continue
+        held = sum(1 for line in path.open("rb") if line.strip()) if path.exists() else 0
+        lines.append(f"{t.name} did not finish (exit {t.returncode}): "
+                     + (f"{path.name} holds {held} record(s)" if held else "it wrote no record"))
+    if not any(f.exists() for f in res.files):
+        lines.append("no shard wrote a run file: nothing to report")
+    if lines and res.failed:
+        lines.append(f"{len(res.failed)} of {len(res.tasks)} shard(s) did not finish; the same command resumes them "
+                     "(finished questions are skipped)")
+    return lines
 
 
 if __name__ == "__main__":

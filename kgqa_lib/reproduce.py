@@ -5,7 +5,7 @@ transcripts answer the LLM cells). With ``--set`` / ``--grid`` / ``--llm`` each 
 combination writes its executed notebooks to ``results/reproduce/<params>/`` and keeps its run
 records under ``results/runs/reproduce/<params>/`` (notebooks with a ``RUNS_DIR`` parameter), so
 a sweep never touches the committed notebooks. A parameter goes only to notebooks that declare it
-in their ``parameters`` cell. ``--resume`` skips notebooks already executed with the same
+in their ``parameters`` cell; one that no selected notebook declares is refused. ``--resume`` skips notebooks already executed with the same
 parameters; the state file is rewritten after every notebook, so an interrupted sweep loses at
 most the notebook in flight.
 
@@ -113,6 +113,13 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
     empty = [k for k, values in (grid or {}).items() if not values]
     if empty:
         raise UsageError(f"--grid {empty[0]} has no values: write --grid {empty[0]}=V1,V2")
+    asked = list(dict.fromkeys([*(params or {}), *(grid or {})]))
+    if asked:  # a parameter no selected notebook declares would be dropped: a typo ran as the defaults
+        known = sorted({name for nb in paths for name in declared_parameters(nb)})
+        unknown = [k for k in asked if k not in known]
+        if unknown:
+            raise UsageError(f"no selected notebook declares {', '.join(unknown)} (--set/--grid); their parameters: "
+                             f"{', '.join(known) or 'none'}")
     base = dict(params or {})
     if llm:
         base["LLM"] = llm

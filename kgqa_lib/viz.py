@@ -84,3 +84,82 @@ def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_laye
     ax.set_ylim(-0.05, 1.25)
     ax.axis("off")
     return ax
+
+
+def ci_panels(panels, paper_label: str = "the paper (GPT-3.5)", width: float = 4.4, height: float = 3.4):
+    """One panel per ``{"title", "ylabel", "bars": [{"label", "value", "lo", "hi", "paper", "color"}]}``:
+    bars in points (0–100) with their 95% CI, the paper's value as a red dot where it has one, and "not run
+    yet" where ``value`` is None. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), sharey=True, squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for i, b in enumerate(panel["bars"]):
+            if b["value"] is None:
+                ax.text(i, 2, "not run yet", rotation=90, ha="center", va="bottom", fontsize=7, color="#666666")
+            else:
+                ax.bar(i, b["value"], yerr=[[b["value"] - b["lo"]], [b["hi"] - b["value"]]], capsize=3, color=b["color"])
+            if b.get("paper") is not None:
+                ax.plot(i, b["paper"], "o", color="#C44E52", label=paper_label if not ax.get_legend_handles_labels()[0] else None)
+        ax.set_xticks(range(len(panel["bars"])), [b["label"] for b in panel["bars"]], rotation=30, ha="right", fontsize=8)
+        ax.set_title(panel["title"], fontsize=9)
+        ax.set_ylabel(panel["ylabel"])
+        ax.yaxis.set_tick_params(labelleft=True)
+        ax.set_ylim(0, 100)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def score_density(ax, groups: dict, bins: int = 32, lo: float = 0.2, hi: float = 1.0, xlabel: str = "cosine"):
+    """Step histograms normalised to density, one per named group of scores (``{"name": [scores]}``), so
+    groups of different sizes compare by shape; the legend gives each group's size and median."""
+    import numpy as np
+
+    edges = np.linspace(lo, hi, bins + 1)
+    for (name, scores), color in zip(groups.items(), ("#DD8452", "#4C72B0", "#55A868", "#999999")):
+        if len(scores):
+            ax.hist(scores, bins=edges, density=True, histtype="step", lw=1.6, color=color,
+                    label=f"{name} (n={len(scores)}, median {np.median(scores):.2f})")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def dodged_errorbars(ax, series: dict, step: float = 0.06, log2: bool = False):
+    """One line per named series ``{label: (x, y, lo, hi)}`` with its 95% CI as error bars, each series
+    shifted sideways by ``step`` (a factor on a log2 axis) so that equal values and overlapping intervals
+    stay visible; the ticks stay at the true x values."""
+    import numpy as np
+
+    xs = sorted({float(v) for x, *_ in series.values() for v in x})
+    for i, (label, (x, y, lo, hi)) in enumerate(series.items()):
+        shift = (i - (len(series) - 1) / 2) * step
+        x = np.asarray(x, dtype=float)
+        y, lo, hi = (np.asarray(v, dtype=float) for v in (y, lo, hi))
+        ax.errorbar(x * 2 ** shift if log2 else x + shift, y, yerr=[y - lo, hi - y], marker="o", ms=4, capsize=3,
+                    lw=1.2, label=label)
+    if log2:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    ax.minorticks_off()
+    return ax
+
+
+def grouped_ci_bars(ax, groups: list, series: dict, notes: list | None = None):
+    """Bars per group (x) and series (colour), ``series = {label: [(value, lo, hi) per group]}`` with the 95%
+    CI as error bars (a ``None`` value: no bar); ``notes`` (one text per group) are written above each group."""
+    n = len(series)
+    width = 0.8 / max(1, n)
+    top = 0.0
+    for j, (label, cells) in enumerate(series.items()):
+        shown = [(i, c) for i, c in enumerate(cells) if c is not None and c[0] is not None]
+        for k, (i, (v, lo, hi)) in enumerate(shown):
+            ax.bar(i - 0.4 + width * (j + 0.5), v, width, yerr=[[v - lo], [hi - v]], capsize=3, color=f"C{j}",
+                   label=label if k == 0 else None)
+            top = max(top, hi)
+    ax.set_xticks(range(len(groups)), groups)
+    for i, text in enumerate(notes or []):
+        ax.text(i, top * 1.03, text, ha="center", va="bottom", fontsize=7)
+    return ax

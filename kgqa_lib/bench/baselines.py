@@ -19,6 +19,7 @@ from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, keep_prediction, register
+from .result_table import ResultTable, table
 
 KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "engine", "config_hash", "config")
 METAQA_SAMPLE = 100  # a subset of the Keqing benchmark's 200 per hop (seeded sample, prefix-consistent)
@@ -82,11 +83,27 @@ def _cell(recs: list[dict[str, Any]], metric: str) -> str:
     return ci_cell(recs, metric, empty="not run yet", with_n=False)
 
 
-def _costs(recs: list[dict[str, Any]]) -> str:
+def _costs(recs: list[dict[str, Any]]) -> list[str]:
+    """Calls, tokens and seconds per question: three cells ("" without records)."""
     if not recs:
-        return " | | "
+        return ["", "", ""]
     row = summarize(recs)
-    return f"{row['calls/q']:.2f} | {row['tokens/q']:.0f} | {row['s/q']:.1f}"
+    return [f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f}"]
+
+
+#: how the report has always ended a row without records: its three cost cells and the profile empty
+_NO_RECORDS_TAIL = "  | |  |  |"
+
+
+def _md(t: ResultTable, n_col: int = 2) -> str:
+    """The report's pipe table of ``t``: :meth:`ResultTable.markdown`, except that a row without records
+    (0 in column ``n_col``) ends with its empty cost and profile cells laid out as the report always has."""
+    lines = t.markdown().splitlines()[:2]
+    for r in t.rows:
+        cells = [str(c) for c in r]
+        lines.append("| " + " | ".join(cells[:-4]) + " |" + _NO_RECORDS_TAIL if r[n_col] == 0 and not any(cells[-4:])
+                     else "| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _tog_profile(recs: list[dict[str, Any]]) -> str:
@@ -192,10 +209,36 @@ def tog_conclusion(records: Records) -> str:
 FLOOR_HOPS = (2, 3)
 
 
-def floor_section(records: Records, keqing: Records) -> list[str]:
+def floor_table(records: Records, keqing: Records) -> ResultTable:
     """ToG both ways on the same questions per hop: as published (the judge asked at every depth) and
     with the depth floor (``min_depth`` = the cell's hop count: the judge not asked before that depth, a
     deviation from ToG), paired; "not run yet" until the floor's records exist."""
+    rows = []
+    for h in FLOOR_HOPS:
+        pub, floor = records(f"tog_metaqa_{h}hop"), records(f"tog_floor_metaqa_{h}hop")
+        shared = {r["qid"] for r in floor} & {r["qid"] for r in pub}
+        if floor:  # paired: the published row on the floor's questions
+            pub = [r for r in pub if r["qid"] in shared]
+            floor = [r for r in floor if r["qid"] in shared]
+        gain = format_gain(paired_gain(floor, pub, "hits@1")) + f" (n={len(shared)})" if floor and pub else "—"
+        ways = (("as published: the judge asked at every depth", f"tog_metaqa_{h}hop", pub, ""),
+                (f"depth floor (deviation): the judge not asked before depth {h}", f"tog_floor_metaqa_{h}hop", floor,
+                 gain))
+        for label, cell, recs, g in ways:
+            qids = {r["qid"] for r in recs}
+            base = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in qids]
+            kg = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
+            rows.append([h, label, f"`{cell}`", len(recs), _cell(recs, "hits@1"), _cell(recs, "f1"),
+                         _cell(recs, "exact_match"), g or "—", _cell(base, "hits@1") if base else "—", kg,
+                         *_costs(recs), _tog_profile(recs) if recs else ""])
+    return table("floor", "ToG with a depth floor (a deviation from ToG)",
+                 ["hops", "ToG", "cell", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "exact set [95% CI]",
+                  "floor − as published (Hits@1, paired)", "Keqing (same questions)", "method − Keqing", "calls/q",
+                  "tokens/q", "s/q", "how ToG answered; malformed outputs"], rows)
+
+
+def floor_section(records: Records, keqing: Records) -> list[str]:
+    """The depth floor's section of the report: what it is, then :func:`floor_table`."""
     lines = ["", "## ToG with a depth floor (a deviation from ToG)", "",
              "ToG as published asks its judge after every depth of the search, and the rows above stop wherever the "
              "1.5B judge calls the paths sufficient. With the depth floor (`--set min_depth=k` on the k-hop questions; "
@@ -205,29 +248,36 @@ def floor_section(records: Records, keqing: Records) -> list[str]:
              "asked at every depth: it is a deviation, measured to see what ToG's search finds when the judge cannot "
              "stop it before a path can reach the answer. Both ways on the same questions (the floor's cell holds "
              f"the same {METAQA_SAMPLE} questions per hop as `tog_metaqa_{{k}}hop`; rows are restricted to the "
-             "questions both answered), gains paired (bootstrap 95% CI, points).", "",
-             "| hops | ToG | cell | n | Hits@1 [95% CI] | F1 [95% CI] | exact set [95% CI] | floor − as published "
-             "(Hits@1, paired) | Keqing (same questions) | method − Keqing | calls/q | tokens/q | s/q | how ToG "
-             "answered; malformed outputs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for h in FLOOR_HOPS:
-        pub, floor = records(f"tog_metaqa_{h}hop"), records(f"tog_floor_metaqa_{h}hop")
-        shared = {r["qid"] for r in floor} & {r["qid"] for r in pub}
-        if floor:  # paired: the published row on the floor's questions
-            pub = [r for r in pub if r["qid"] in shared]
-            floor = [r for r in floor if r["qid"] in shared]
-        gain = format_gain(paired_gain(floor, pub, "hits@1")) + f" (n={len(shared)})" if floor and pub else "—"
-        rows = (("as published: the judge asked at every depth", f"tog_metaqa_{h}hop", pub, ""),
-                (f"depth floor (deviation): the judge not asked before depth {h}", f"tog_floor_metaqa_{h}hop", floor,
-                 gain))
-        for label, cell, recs, g in rows:
+             "questions both answered), gains paired (bootstrap 95% CI, points).", ""]
+    return lines + [_md(floor_table(records, keqing), n_col=3)]
+
+
+def metaqa_table(records: Records, keqing: Records) -> ResultTable:
+    """KB-BINDER and ToG per hop on MetaQA dev (our reported part): Hits@1, F1 and exact set, Keqing on the
+    same questions and the paired gain, the paper's row, costs, and how each answered."""
+    rows = []
+    for h in HOPS:
+        for m in ("kbbinder", "tog"):
+            recs = records(f"{m}_metaqa_{h}hop")
             qids = {r["qid"] for r in recs}
             base = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in qids]
-            kg = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
-            lines.append(f"| {h} | {label} | `{cell}` | {len(recs)} | {_cell(recs, 'hits@1')} | {_cell(recs, 'f1')} | "
-                         f"{_cell(recs, 'exact_match')} | {g or '—'} | {_cell(base, 'hits@1') if base else '—'} | {kg} | "
-                         f"{_costs(recs)} | {_tog_profile(recs) if recs else ''} |")
-    return lines
+            gain = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
+            prof = (_tog_profile(recs) if m == "tog" else kbbinder_profile(recs)) if recs else ""
+            rows.append([h, m, len(recs), _cell(recs, "hits@1"), _cell(recs, "f1"), _cell(recs, "exact_match"),
+                         _cell(base, "hits@1") if base else "—", gain,
+                         f"{PAPER_KBBINDER_METAQA[h]}" if m == "kbbinder" else "—", *_costs(recs), prof])
+    return table("metaqa", "KB-BINDER and Think-on-Graph on MetaQA dev (our reported part), per hop",
+                 ["hops", "method", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "exact set [95% CI]",
+                  "Keqing (same questions)", "method − Keqing", "paper", "calls/q", "tokens/q", "s/q",
+                  "how ToG answered / KB-BINDER's drafts; malformed outputs"], rows)
+
+
+def result_tables_metaqa(records: Records) -> dict[str, ResultTable]:
+    """The tables of ``baselines_metaqa``'s report, as data: ``metaqa`` (per hop) and ``floor`` (ToG's depth floor)."""
+    from .core import get_table
+
+    keqing = Records(get_table("keqing_full"))
+    return {t.name: t for t in (metaqa_table(records, keqing), floor_table(records, keqing))}
 
 
 def report_metaqa(records: Records) -> str:
@@ -241,21 +291,7 @@ def report_metaqa(records: Records) -> str:
              "points. The paper's column: Keqing paper, Table 2, row KB-BINDER (Keqing's appendix B says its baseline "
              "results are recorded from their papers directly and that KB-BINDER drafts with Codex; it names no "
              "split for them); no published ToG number on MetaQA is in our papers.", "",
-             "| hops | method | n | Hits@1 [95% CI] | F1 [95% CI] | exact set [95% CI] | Keqing (same questions) | "
-             "method − Keqing | paper | calls/q | tokens/q | s/q | how ToG answered / KB-BINDER's drafts; malformed "
-             "outputs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for h in HOPS:
-        for m in ("kbbinder", "tog"):
-            recs = records(f"{m}_metaqa_{h}hop")
-            qids = {r["qid"] for r in recs}
-            base = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in qids]
-            gain = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
-            paper = f"{PAPER_KBBINDER_METAQA[h]}" if m == "kbbinder" else "—"
-            prof = (_tog_profile(recs) if m == "tog" else kbbinder_profile(recs)) if recs else ""
-            lines.append(f"| {h} | {m} | {len(recs)} | {_cell(recs, 'hits@1')} | {_cell(recs, 'f1')} | "
-                         f"{_cell(recs, 'exact_match')} | {_cell(base, 'hits@1') if base else '—'} | {gain} | {paper} | "
-                         f"{_costs(recs)} | {prof} |")
+             _md(metaqa_table(records, keqing))]
     kb = {h: records(f"kbbinder_metaqa_{h}hop") for h in HOPS}
     if any(kb.values()):
         pts = lambda rs, k: f"{100 * sum(r['metrics'][k] for r in rs) / len(rs):.1f}" if rs else "—"  # noqa: E731
@@ -317,26 +353,40 @@ def miniworld_rows(records: Records) -> list[dict[str, Any]]:
         paper_label = pa.ROWS["pgakv"] + (f", {pa.choice_note('pgakv', chosen)}" if chosen == "pgakv" else "")
         row |= {paper_label: _cell(other["pgakv"], m),
                 "ToG − PG&AKV 0.7": g("pgakv"), "QSM": _cell(other["qsm"], m), "ToG − QSM": g("qsm")}
-        calls, tokens, secs = (c.strip() for c in _costs(tog).split("|"))
+        calls, tokens, secs = _costs(tog)
         row |= {"calls/q": calls, "tokens/q": tokens, "s/q": secs,
                 "how ToG answered / malformed outputs": _tog_profile(tog) if tog else ""}
         rows.append(row)
     return rows
 
 
-def report_miniworld(records: Records) -> str:
+def miniworld_table(records: Records) -> ResultTable:
+    """:func:`miniworld_rows` as a table: one row per mini-world set."""
     rows = miniworld_rows(records)
     cols = list(dict.fromkeys(k for r in rows for k in r))
+    return table("miniworld", "Think-on-Graph on the PG&AKV mini-world test splits, beside PG&AKV and QSM", cols,
+                 [[r.get(c, "") for c in cols] for r in rows])
+
+
+def report_miniworld(records: Records) -> str:
     lines = ["# Think-on-Graph on the PG&AKV mini-world test splits (local model)", "",
              "Beside PG&AKV (the pruning setting chosen on the dev questions among candidates pre-screened on all "
              "questions, test included, so not held out — `pgakv_test.md` says how; and the paper's threshold 0.7, the "
              "clean test row) and QSM on "
              "the same test questions (the pgakv_t2 records restricted to ToG's questions); gains paired, bootstrap 95% "
              "CI, points. Hits@1 (simple, multi-hop), ROUGE-L (open). The PG&AKV paper quotes ToG with GPT-4 at "
-             f"{PAPER_TOG_QALD10_GPT4} on QALD-10 (sec. 4.4.1).", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+             f"{PAPER_TOG_QALD10_GPT4} on QALD-10 (sec. 4.4.1).", "", miniworld_table(records).markdown()]
     return "\n".join(lines) + "\n"
+
+
+def frames_metaqa(model: str | None = None) -> dict[str, Any]:
+    """``baselines_metaqa``'s tables as DataFrames, from the saved records (of ``model``; default: the default model)."""
+    return {k: t.frame() for k, t in result_tables_metaqa(Records(TABLE_METAQA, model)).items()}
+
+
+def frames_miniworld(model: str | None = None) -> dict[str, Any]:
+    """``tog_miniworld``'s table as a DataFrame (``{"miniworld": …}``), from the saved records."""
+    return {"miniworld": miniworld_table(Records(TABLE_MINIWORLD, model)).frame()}
 
 
 METAQA_CELLS = tuple(
@@ -358,3 +408,114 @@ TABLE_MINIWORLD = register(Table(
     cells=MINIWORLD_CELLS, report=report_miniworld, output="tog_miniworld.md", records="tog_miniworld",
     source="PG&AKV paper, Table 2 and sec. 4.4.1 (ToG)",
 ))
+
+
+# ---------------------------------------------------------------- what a walkthrough's run costs
+def kbbinder_cost(messages: list[dict[str, str]], temperature: float, samples: int, model_id: str,
+                  folder=None) -> str:
+    """What running KB-BINDER's drafts for ``messages`` costs, from the recorded transcripts
+    (:func:`~kgqa_lib.evaluate.transcripts.recorded_calls`): the calls of this run (one per draft), how
+    many are recorded, what they took the model when recorded (a live run), and what changing each
+    setting costs in live calls."""
+    from ..evaluate.transcripts import recorded_calls
+    from ..llm.prompting import load_prompt
+
+    drafts = recorded_calls(model_id, system=load_prompt("kbbinder_draft").system, folder=folder)
+    per_draft = sum(c["response"]["seconds"] for c in drafts) / len(drafts) if drafts else float("nan")
+    temperature = temperature if samples > 1 else 0.0  # one sample is a greedy draft
+    mine = {c["request"]["sample_index"]: c["response"]["seconds"] for c in drafts
+            if c["request"]["messages"] == messages and c["request"]["temperature"] == temperature}
+    n_calls = max(1, samples)
+    live = [i for i in range(n_calls) if i not in mine]
+    more = max(mine, default=-1) + 2  # one draft more than recorded
+    lines = [f"This run: {n_calls} LLM calls (one per draft); {n_calls - len(live)} are recorded and replayed"
+             + (f", {len(live)} run the model (≈ {len(live) * per_draft / 60:.0f} min)" if live else
+                ", so the model is not loaded")
+             + f". Live, the recorded ones took {sum(mine[i] for i in range(n_calls) if i in mine):.0f} s "
+             f"({per_draft:.0f} s per draft on average over the {len(drafts)} recorded KB-BINDER drafts).",
+             "Changing a parameter (calls that are not recorded run live; LLM_MODE='replay' stops at the first one):"]
+    for change, calls in [("QID (another question)", n_calls),
+                          (f"SAMPLES = {more}", more - sum(i in mine for i in range(more))),
+                          ("N_EXEMPLARS, RETRIEVE, TEMPERATURE or LLM (another prompt or sampler)", n_calls),
+                          ("ENTITY_K, RELATION_K or MAX_CANDIDATES (binding and execution only)", 0)]:
+        lines.append(f"  {change}: {calls} live call(s)" + (f", ≈ {calls * per_draft / 60:.0f} min" if calls else ""))
+    return "\n".join(lines)
+
+
+def tog_max_calls(width: int, depth: int, variant: str, topics: int) -> int:
+    """The most LLM calls ToG makes on a question with ``topics`` topic entities: per depth one
+    relation-pruning call per beam entity and (ToG, not ToG-R) one entity-scoring call per kept relation,
+    one judgement per depth, and one answer call at the end."""
+    per_entity = 1 + (width if variant == "tog" else 0)
+    return topics * per_entity + 1 + (depth - 1) * (width * per_entity + 1) + 1
+
+
+TOG_PROMPTS = ("tog_relations", "tog_entities", "tog_judge", "tog_answer", "tog_answer_open")
+
+
+def tog_recorded(question: str, model_id: str, folder=None) -> list[tuple[str, float, str]]:
+    """The recorded ToG calls of ``model_id`` whose prompt asks ``question``: (kind, seconds, reply)."""
+    from ..evaluate.transcripts import recorded_calls
+    from ..llm.prompting import load_prompt
+
+    kinds = {load_prompt(n).system: n.removeprefix("tog_") for n in TOG_PROMPTS}
+    return [(kinds[c["request"]["messages"][0]["content"]], c["response"]["seconds"], c["response"]["text"])
+            for c in recorded_calls(model_id, system=kinds, contains=f"Question: {question}", folder=folder)]
+
+
+def tog_cost(question: str, topics: int, width: int, depth: int, variant: str, model_id: str, folder=None) -> str:
+    """What running ToG on ``question`` costs, from the recorded transcripts (:func:`tog_recorded`): its
+    recorded calls by kind and what they took the model (a live run), the depth at which the recorded
+    judge said yes, the most calls the settings allow (:func:`tog_max_calls`), and what changing each
+    setting costs."""
+    calls = tog_recorded(question, model_id, folder)
+    seconds = sum(sec for _, sec, _ in calls)
+    per_call = seconds / len(calls) if calls else float("nan")
+    judged = [text for kind, _, text in calls if kind == "judge"]
+    yes_at = len(judged) if any(t.lstrip().startswith("{Yes}") for t in judged) else None
+    kinds = Counter(k for k, _, _ in calls)
+    most = tog_max_calls(width, depth, variant, topics)
+    lines = [f"Recorded for this question: {len(calls)} ToG calls (" + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+             + f"), {seconds:.0f} s of model time when they were made ({per_call:.0f} s per call)"
+             + (f"; the recorded judge said yes at depth {yes_at}." if yes_at else "; no recorded judgement says yes."),
+             f"With width {width}, depth {depth}, variant {variant!r}: at most {most} calls on a question with {topics} "
+             f"topic entit{'y' if topics == 1 else 'ies'}.",
+             "Changing a parameter (calls that are not recorded run live; LLM_MODE='replay' stops at the first one):",
+             f"  QID (another question): all live, about {len(calls)} calls (≈ {seconds / 60:.0f} min) as here, "
+             f"at most {most}",
+             f"  WIDTH = {width + 1}: all live, at most {tog_max_calls(width + 1, depth, variant, topics)} calls, "
+             f"≈ {per_call * tog_max_calls(width + 1, depth, variant, topics) / 60:.0f} min",
+             f"  VARIANT = 'tog-r' (no entity scoring): the beam changes, most calls live: at most "
+             f"{tog_max_calls(width, depth, 'tog-r', topics)}",
+             f"  DEPTH ≥ {yes_at} or FALLBACK: 0 live calls (the search stops at the judge's yes)" if yes_at else
+             "  DEPTH or FALLBACK: the calls past the recorded depth run live"]
+    if yes_at and yes_at > 1:  # a yes at depth 1 leaves no smaller depth to try
+        lines.append(f"  DEPTH < {yes_at}: ≤ 1 live call (the answer without a yes), ≈ {per_call / 60:.0f} min")
+    return "\n".join(lines)
+
+
+def split_votes(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """KB-BINDER's questions whose drafts disagreed or needed more than a verbatim binding: more than one
+    answer set in the vote, or a draft that bound to nothing or returned nothing — qid, the drafts by
+    outcome, answer sets, the winner's votes and F1 (stripped or whole records)."""
+    out = []
+    for r in recs:
+        v = summary_of(r).get("vote") or {}
+        st = v.get("statuses") or {}
+        if v.get("answer_sets", 0) > 1 or any(k != "ok" for k in st):
+            out.append({"qid": r["qid"], "drafts": dict(st), "answer sets": v.get("answer_sets"),
+                        "winning votes": v.get("winning_votes"), "F1": r["metrics"].get("f1")})
+    return out
+
+
+def judged_no_first(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ToG's searches whose judge did not stop them at depth 1 (it said no there: the search went deeper),
+    with the depth reached, why the search stopped, where the answer came from, the LLM calls and Hits@1."""
+    out = []
+    for r in recs:
+        t = summary_of(r).get("tog") or {}
+        if (t.get("depth_reached") or 0) >= 2 and not t.get("min_depth"):
+            out.append({"qid": r["qid"], "depth reached": t["depth_reached"], "stopped": t.get("stopped"),
+                        "answer from": t.get("answer_from"), "LLM calls": t.get("llm_calls"),
+                        "hits@1": r["metrics"].get("hits@1")})
+    return out

@@ -9,25 +9,36 @@ another, :func:`swap_llm`), how a record is stripped before it is saved
 records into its report (``results/bench/<output>``). Adding a table is one :func:`register` call
 plus a report function; the paper modules (:mod:`.pgakv`, :mod:`.keqing`) are the examples.
 
+``kgqa bench run`` starts one ``kgqa run`` per cell; a cell's process ends with it (:mod:`kgqa_lib.procs`),
+and a SIGTERM or Ctrl-C stops the cells' processes and saves what they answered before it exits
+(:func:`run`), so the saved records are what the run files hold.
+
 Reports are computed from the *saved* records only, so a committed report is a function of the
 committed records (``make test`` checks it byte for byte, :func:`check`). A cell's completeness is
 the number of distinct questions (qids) in its records against the planned number — never a config
 hash compared with today's code: records made by an older commit stay complete and count (the
-table's ``provenance`` says which commit and command made them)."""
+table's ``provenance`` says which commit and command made them). Only saved records count: answers
+still only in a live run file are listed as not saved yet (``kgqa bench run TABLE --yes`` saves them).
+
+Files under ``results/bench/`` (reports, JSON) are replaced whole (:func:`write_text`): a write stopped
+midway leaves the old file."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..errors import UserError
 from ..paths import results_dir
+from ..procs import child_env
 
 
 def bench_dir() -> Path:
@@ -224,10 +235,11 @@ def _model_seconds(r: dict[str, Any]) -> float:
 
 
 def cell_status(table: Table, cell: Cell, runs: Path | None = None, model: str | None = None) -> dict[str, Any]:
-    """Questions present in the saved records of ``model`` (default: the default model; and in a live
-    run file, when ``runs`` is given), against the planned number; per-question costs from the records
-    themselves (``s/q`` wall time, ``model s/q`` without the cache's hits, :func:`_model_seconds`;
-    ``tokens/q`` prompt + generated)."""
+    """Questions in the saved records of ``model`` (default: the default model) against the planned
+    number: ``complete`` when the saved records hold them all. ``present`` also counts the questions of a
+    live run file (when ``runs`` is given) — answered, so not to be run again, but not saved yet
+    (``unsaved``). Per-question costs from the records themselves (``s/q`` wall time, ``model s/q``
+    without the cache's hits, :func:`_model_seconds`; ``tokens/q`` prompt + generated)."""
     from ..evaluate.runner import read_records
 
     saved = read_records(table.saved(cell, model))
@@ -236,8 +248,9 @@ def cell_status(table: Table, cell: Cell, runs: Path | None = None, model: str |
     recs = live if len(_qids(live)) >= len(_qids(saved)) and live else saved
     n = len(recs)
     return {"cell": cell.name, "present": len(qids), "saved": len(_qids(saved)), "live": len(_qids(live)),
+            "unsaved": len(qids - _qids(saved)), "saveable": bool(live) and _qids(saved) <= _qids(live),
             "planned": cell.planned,
-            "complete": len(qids) >= cell.planned,
+            "complete": len(_qids(saved)) >= cell.planned,
             "calls/q": sum(r["llm"]["calls"] for r in recs) / n if n else None,
             "tokens/q": sum(r["llm"].get("prompt_tokens", 0) + r["llm"].get("completion_tokens", 0)
                             for r in recs) / n if n else None,
@@ -434,10 +447,26 @@ def models_frame(names: list[str] | None = None, models: list[str] | None = None
     return frame.fillna("") if not frame.empty else pd.DataFrame(columns=["table", "cell", "metric", default_key()])
 
 
+def write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole (``<name>.tmp-<pid>`` + ``os.replace``): a write stopped by a kill
+    or a full disk leaves the old file, never a truncated one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_report(table: Table) -> Path:
     path = table.output_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(table), encoding="utf-8")
+    write_text(path, render(table))
     return path
 
 
@@ -521,6 +550,82 @@ def restore(table: Table, runs: Path | None = None, model: str | None = None) ->
     return out
 
 
+def unsaved(table: Table, runs: Path | None = None, model: str | None = None,
+            cells: list[str] | None = None) -> list[str]:
+    """Cells (of ``cells``, default all) whose live run file holds answers their saved records do not,
+    and holds every saved one (so saving it loses nothing): what :func:`run` saves before anything else."""
+    out = []
+    for c in table.cells:
+        if cells is None or c.name in cells:
+            st = cell_status(table, c, runs if runs is not None else runs_dir(), model)
+            if st["unsaved"] and st["saveable"]:
+                out.append(c.name)
+    return out
+
+
+class Interrupted(KeyboardInterrupt):
+    """:func:`run` was stopped by a signal (``signum``: SIGTERM or SIGINT) after saving what its cells
+    answered. A KeyboardInterrupt, as Ctrl-C is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """While inside: SIGTERM, and SIGINT where Python's own handler has it, raise :class:`Interrupted`
+    (in the main thread only; elsewhere signals stay as they are)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    old = {}
+    for sig, usual in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+        if signal.getsignal(sig) is usual:  # a signal ignored by whoever started us stays ignored
+            old[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT ignored while inside (main thread): stopping the cells and saving what they
+    answered is not cut short by a second signal."""
+    import threading
+
+    held = {}
+    if threading.current_thread() is threading.main_thread():
+        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
+def _stop(procs: list[subprocess.Popen], grace: float = 30.0) -> None:
+    """End the cells' ``kgqa run`` processes (SIGTERM: each loses at most its question in flight; SIGKILL
+    after ``grace`` seconds) and wait for them."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _count_lines(path: Path) -> int:
     try:
         with open(path, "rb") as fh:
@@ -544,68 +649,94 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
 
     ``llm`` runs the cells with another model (:func:`with_llm`; its records and live files are its own,
     :func:`live_dir`), ``workers`` > 1 runs that many questions of a cell at once (an endpoint's
-    concurrency; ``kgqa run --workers``)."""
+    concurrency; ``kgqa run --workers``).
+
+    Answers of live run files not saved yet (a run stopped before it could save) are saved first
+    (:func:`unsaved`). Each cell's process ends with this one (:func:`kgqa_lib.procs.child_env`). On
+    SIGTERM or Ctrl-C (and any other exception), the running cells are stopped, what they answered is
+    saved and the report rewritten, then :class:`Interrupted` (the exception) is raised: the same call
+    resumes."""
     model = model_key(llm) if llm else None
     if model == default_key():
         model = None
     base = Path(runs) if runs is not None else runs_dir()
-    runs = live_dir(base, model)
     for name, what in restore(table, base, model).items():
         if what == "restored":
             echo(f"{name}: restored from {table.model_dir(model).relative_to(results_dir().parent)}")
+    behind = unsaved(table, base, model, cells)
+    if behind:
+        counts = save(table, base, [table.cell(n) for n in behind], model)
+        write_report(table)
+        done = ", ".join(f"{n} ({counts[n + '.jsonl']} records)" for n in behind)
+        echo(f"saved the answers of {done}, which were not saved yet")
     queue = [c for c in table.cells
              if (cells is None or c.name in cells) and not cell_status(table, c, base, model)["complete"]]
-    env = None
+    env = child_env()  # each cell's `kgqa run` ends when this process ends, however it ends
     if procs > 1:
         from ..llm.chat import default_threads
 
-        env = {**os.environ, "KGQA_LLM_THREADS": str(max(1, default_threads() // procs))}
+        env["KGQA_LLM_THREADS"] = str(max(1, default_threads() // procs))
     active: dict[str, list[Any]] = {}  # cell name -> [cell, process, run file, lines when last saved]
     failed = 0
-    try:
-        while queue or active:
-            while queue and len(active) < max(1, procs) and not failed:
-                c = queue.pop(0)
-                out = runs / f"{c.name}.jsonl"
-                argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *c.argv(out, llm, workers)]
-                echo(f"$ {c.command(llm, workers, str(out) if model else None)}")
-                proc = subprocess.Popen(argv) if env is None else subprocess.Popen(argv, env=env)
-                active[c.name] = [c, proc, out, _count_lines(out)]
-            if not active:
-                break
-            for name, (c, proc, out, saved_at) in list(active.items()):
-                try:
-                    code = proc.wait(timeout=poll / len(active))
-                except subprocess.TimeoutExpired:
-                    code = None
-                lines = _count_lines(out)
-                if code is not None or lines - saved_at >= batch:
-                    save(table, base, [c], model)
-                    write_report(table)
-                    active[name][3] = lines
-                if code is not None:
-                    del active[name]
-                    if code:
-                        echo(f"{c.name}: `kgqa run` stopped with exit code {code}; the records so far are saved")
-                        failed = failed or code
-    except KeyboardInterrupt:
-        for c, proc, _, _ in active.values():
-            proc.terminate()
-            proc.wait()
-            save(table, base, [c], model)
-        write_report(table)
-        raise
+    with _signals_interrupt():
+        try:
+            failed = _run_cells(table, base, model, queue, active, batch, poll, echo, procs, llm, workers, env)
+        except BaseException as exc:
+            with _signals_held():
+                _stop([proc for _, proc, _, _ in active.values()])
+                if active:
+                    save(table, base, [c for c, _, _, _ in active.values()], model)
+                write_report(table)
+            if isinstance(exc, Interrupted):
+                echo(f"{table.name}: stopped by {signal.Signals(exc.signum).name}; the answers so far are saved "
+                     f"({', '.join(active) or 'no cell was running'}); the same command resumes")
+            raise
+    return failed
+
+
+def _run_cells(table: Table, base: Path, model: str | None, queue: list[Cell], active: dict[str, list[Any]],
+               batch: int, poll: float, echo: Callable[[str], None], procs: int, llm: str | None,
+               workers: int | None, env: dict[str, str]) -> int:
+    """:func:`run`'s loop: start the queued cells (``procs`` at once), save every ``batch`` new records
+    and when a cell ends; ``active`` holds the running ones (for :func:`run` to stop and save)."""
+    runs = live_dir(base, model)
+    failed = 0
+    while queue or active:
+        while queue and len(active) < max(1, procs) and not failed:
+            c = queue.pop(0)
+            out = runs / f"{c.name}.jsonl"
+            argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *c.argv(out, llm, workers)]
+            echo(f"$ {c.command(llm, workers, str(out) if model else None)}")
+            proc = subprocess.Popen(argv, env=env)
+            active[c.name] = [c, proc, out, _count_lines(out)]
+        if not active:
+            break
+        for name, (c, proc, out, saved_at) in list(active.items()):
+            try:
+                code = proc.wait(timeout=poll / len(active))
+            except subprocess.TimeoutExpired:
+                code = None
+            lines = _count_lines(out)
+            if code is not None or lines - saved_at >= batch:
+                save(table, base, [c], model)
+                write_report(table)
+                active[name][3] = lines
+            if code is not None:
+                del active[name]
+                if code:
+                    echo(f"{c.name}: `kgqa run` stopped with exit code {code}; the records so far are saved")
+                    failed = failed or code
     return failed
 
 
 def completeness(table: Table, runs: Path | None = None, model: str | None = None) -> dict[str, Any]:
     """How far a table is for one model (default: the default model): its cells (``rows``: :func:`cell_status`
-    each), the complete ones, the questions present of those planned, and the same for the cells its
+    each), the complete ones, the questions saved of those planned, and the same for the cells its
     acceptance needs (``Cell.optional`` ones out)."""
     rows = [cell_status(table, c, runs, model) for c in table.cells]
     needed = [r for r, c in zip(rows, table.cells) if not c.optional]
     return {"rows": rows, "cells": len(rows), "complete": sum(r["complete"] for r in rows),
-            "questions": sum(min(r["present"], r["planned"]) for r in rows), "planned": sum(r["planned"] for r in rows),
+            "questions": sum(min(r["saved"], r["planned"]) for r in rows), "planned": sum(r["planned"] for r in rows),
             "needed": len(needed), "needed complete": sum(r["complete"] for r in needed)}
 
 
@@ -636,20 +767,38 @@ def status_table(table: Table, runs: Path | None = None, models: list[str] | Non
                 continue
             mark = "✓" if r["complete"] else " "
             cost = "" if r["s/q"] is None else f"  {r['calls/q']:.2f} calls/q, {r['s/q']:.1f} s/q"
-            live = f"  ({r['present'] - r['saved']} more in {where}, not saved yet)" if r["present"] > r["saved"] else ""
+            live = ""
+            if r["unsaved"]:
+                live = f"  ({r['unsaved']} more answered in {where}, not saved yet" + (
+                    f": `kgqa bench run {table.name}{'' if m == d else ' --llm …'} --yes` saves them)"
+                    if r["saveable"] else ")")
             opt = f"  optional: {c.optional}" if c.optional else ""
-            lines.append(f"    {mark} {r['cell']:<{w}}  {r['present']:>4}/{r['planned']:<4}{cost}{live}{opt}")
+            lines.append(f"    {mark} {r['cell']:<{w}}  {r['saved']:>4}/{r['planned']:<4}{cost}{live}{opt}")
     return lines
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path, remedy: str = "") -> dict[str, Any]:
+    """A JSON file under ``results/bench/`` ({} when missing); one that does not parse (cut short, edited)
+    is a :class:`~kgqa_lib.errors.UserError` naming it and what to do (``remedy``: how to write it again)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError:
+        text = None
+    try:
+        if text is None:
+            raise ValueError("not UTF-8 text")
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    except ValueError as exc:
+        where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise UserError(f"{path} is not a valid JSON file ({where}; cut short or edited): restore it from git "
+                        f"(`git checkout -- {path}`){' or ' + remedy if remedy else ''}") from None
+    return data
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 

@@ -34,6 +34,7 @@ from ..evaluate.report import format_gain, paired_gain, summarize
 from ..kg.grailqa_fragment import PAPER_TECH_DOMAINS, TECH_DOMAINS
 from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline, summary_of
 from .core import MAX_KEPT_CHARS, Cell, Records, Table, keep_prediction, register
+from .result_table import ResultTable, table
 
 # ---------------------------------------------------------------- the cells
 #: what a row on GrailQA's fragment is: its KB holds the gold facts of the questions themselves
@@ -49,6 +50,11 @@ PAIRS = {
     "cinema2geo": ("cinema-fb>geo-wd", "fusic:cinema-fb>geo-wd:test", 149, (),
                    "mini-world cinema (Freebase-style) → geography (Wikidata-style)"),
 }
+#: short names of the pairs, for sentences and legends
+SHORT = {"metaqa1": "MetaQA 1-hop", "metaqa2": "MetaQA 2-hop", "metaqa3": "MetaQA 3-hop", "gtech": "GrailQA-Tech",
+         "geo2cinema": "geography → cinema", "cinema2geo": "cinema → geography"}
+
+
 # configuration: (method, --set values besides the task, label)
 CONFIGS = {
     "fs_dense": ("fusic", ("shots=5", "retrievers=dense"), "FuSIC, dense retriever (≈ FuSIC(T)), few-shot"),
@@ -536,17 +542,32 @@ def _gain(recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> str:
     return f"{format_gain(g)} (n={g[3]})" if g[3] else "—"
 
 
+def attempts_of(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """A FuSIC record's generation attempts (first query, then one per feedback round): a stripped
+    record's ``attempts``, a whole record's ``generate_and_execute`` stage; [] for other methods."""
+    return r["attempts"] if "attempts" in r else (_stage(r, "generate_and_execute") or [])
+
+
 def f1_after_rounds(recs: list[dict[str, Any]], rounds: int = 4) -> list[float]:
     """Answer F1 had the run stopped after 0..``rounds`` feedback rounds: a question whose final
-    attempt came at round j keeps its F1 from round j on (the rounds before it returned no answer)."""
-    return [_mean([r["metrics"]["f1"] if len(r.get("attempts") or [None]) - 1 <= k else 0.0 for r in recs])
+    attempt came at round j keeps its F1 from round j on (the rounds before it returned no answer).
+    Stripped and whole records alike."""
+    return [_mean([r["metrics"]["f1"] if len(attempts_of(r) or [None]) - 1 <= k else 0.0 for r in recs])
             for k in range(rounds + 1)]
+
+
+def feedback_stats(recs: list[dict[str, Any]]) -> dict[str, float]:
+    """Feedback rounds per question and the share of questions whose final query returned answers
+    (status ``ok``), over the records with attempts (NaN without any: IO, KB-BINDER)."""
+    tried = [attempts_of(r) for r in recs if attempts_of(r)]
+    return {"feedback rounds/q": _mean([len(a) - 1 for a in tried]),
+            "final query ok": _mean([float(a[-1].get("status") == "ok") for a in tried])}
 
 
 def feedback_repeats(recs: list[dict[str, Any]]) -> tuple[int | None, int]:
     """(feedback rounds whose query repeats the round before's, feedback rounds); the first is None
     when a record saved before ``repeat`` was kept has feedback rounds."""
-    rounds = [a for r in recs for a in (r.get("attempts") or [])[1:]]
+    rounds = [a for r in recs for a in attempts_of(r)[1:]]
     if any("repeat" not in a for a in rounds):
         return None, len(rounds)
     return sum(bool(a["repeat"]) for a in rounds), len(rounds)
@@ -643,24 +664,28 @@ def _share(recs: list[dict[str, Any]], key: str, hops: int) -> str:
     return f"{f['gold path in top K' if key == 'top_K' else 'gold path in prompt']}/{f['n']}"
 
 
-def depth_section(rec) -> list[str]:
+# ---------------------------------------------------------------- the report's tables, as data
+def _md(t: ResultTable, tail: str | None = None) -> str:
+    """The report's pipe table of ``t`` (:meth:`ResultTable.markdown`), with a row's trailing empty cells
+    — a cell without records: ``| cell | not run yet | | |`` — written ``" |"`` each, or ``tail`` for all
+    of them, as the report has always laid such rows out."""
+    lines = t.markdown().splitlines()[:2]
+    for r in t.rows:
+        cells = [str(c) for c in r]
+        k = len(cells)
+        while k > 1 and cells[k - 1] == "":
+            k -= 1
+        blank = len(cells) - k
+        lines.append("| " + " | ".join(cells[:k]) + " |" + ((" |" * blank if tail is None else tail) if blank else ""))
+    return "\n".join(lines)
+
+
+def depth_table(rec) -> ResultTable:
     """The candidate path depth, measured both ways: each ``max_path_hops=3`` cell paired against its
     paper-default (2-hop) cell over the same questions — F1, the gold path in the top K and in the
     prompt, LLM calls and seconds per question (retrieval = linking + enumeration + ranking)."""
     where, value = PAPER["fs_dense"]
-    lines = ["", "## Candidate path depth: the deviation `max_path_hops=3`, paired against the paper's 2", "",
-             "The paper's TIARA retriever \"enumerates 2-hop paths in the KB from each candidate entity\" (appendix A.1.1), "
-             f"so a 3-hop MetaQA gold path is never a candidate. Paper: {where}, column {PAPER_COLUMN}: {value} — with "
-             "2-hop paths; the paper has no 3-hop run. Both cells use the same retriever (trained on 2-hop candidates); "
-             "the deviation enumerates up to 3 relations for the question and its exemplars. Paired over the same "
-             "questions: every column of a row is on the questions both cells hold (n), so a partial deviation cell "
-             "meets the paper-default cell on its own questions; the gain is ≤ 3 minus ≤ 2 (points, bootstrap 95% CI). "
-             "The same without the LLM (gold path "
-             "among the candidates and in each retriever's own top 3/5/10, enumeration seconds): "
-             "`kgqa bench run fusic_path_depth` → results/bench/fusic_path_depth.md.", "",
-             "| pair | n (paired) | F1 paths ≤ 2 | F1 paths ≤ 3 | ≤ 3 − ≤ 2 (paired) | gold path in top K (≤ 2 / ≤ 3) "
-             "| gold path in prompt (≤ 2 / ≤ 3) | LLM calls/q (≤ 2 / ≤ 3) | s/q retrieval (≤ 2 / ≤ 3) | paper |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for pair, config in [(p, d) for p in PAIRS for d in DEPTH if cell_name(p, d) in _NAMES]:
         base_config, hops = DEPTH[config]
         base, recs = rec(pair, base_config), rec(pair, config)
@@ -669,32 +694,52 @@ def depth_section(rec) -> list[str]:
         calls = [(_stage_means(r)[0].get("total") if r else None) for r in (base, recs)]
         secs = [(_stage_means(r)[1].get("retrieval") if r else None) for r in (base, recs)]
         two = lambda xs, fmt: " / ".join("—" if x is None else fmt.format(x) for x in xs)  # noqa: E731
-        lines.append(f"| {PAIRS[pair][4]} | {len(recs)} | {_f1(base)} | {_f1(recs)} | {_gain(recs, base)} | "
-                     f"{_share(base, 'top_K', 2)} / {_share(recs, 'top_K', hops)} | "
-                     f"{_share(base, 'prompt', 2)} / {_share(recs, 'prompt', hops)} | {two(calls, '{:.2f}')} | "
-                     f"{two(secs, '{:.1f}')} | {value} ({where}) |")
-    return lines
+        rows.append([PAIRS[pair][4], len(recs), _f1(base), _f1(recs), _gain(recs, base),
+                     f"{_share(base, 'top_K', 2)} / {_share(recs, 'top_K', hops)}",
+                     f"{_share(base, 'prompt', 2)} / {_share(recs, 'prompt', hops)}", two(calls, "{:.2f}"),
+                     two(secs, "{:.1f}"), f"{value} ({where})"])
+    return table("depth", "Candidate path depth: the deviation `max_path_hops=3`, paired against the paper's 2",
+                 ["pair", "n (paired)", "F1 paths ≤ 2", "F1 paths ≤ 3", "≤ 3 − ≤ 2 (paired)",
+                  "gold path in top K (≤ 2 / ≤ 3)", "gold path in prompt (≤ 2 / ≤ 3)", "LLM calls/q (≤ 2 / ≤ 3)",
+                  "s/q retrieval (≤ 2 / ≤ 3)", "paper"], rows)
 
 
-def shots_section(rec) -> list[str]:
+def depth_section(t: ResultTable) -> list[str]:
+    where, value = PAPER["fs_dense"]
+    return ["", f"## {t.title}", "",
+            "The paper's TIARA retriever \"enumerates 2-hop paths in the KB from each candidate entity\" (appendix A.1.1), "
+            f"so a 3-hop MetaQA gold path is never a candidate. Paper: {where}, column {PAPER_COLUMN}: {value} — with "
+            "2-hop paths; the paper has no 3-hop run. Both cells use the same retriever (trained on 2-hop candidates); "
+            "the deviation enumerates up to 3 relations for the question and its exemplars. Paired over the same "
+            "questions: every column of a row is on the questions both cells hold (n), so a partial deviation cell "
+            "meets the paper-default cell on its own questions; the gain is ≤ 3 minus ≤ 2 (points, bootstrap 95% CI). "
+            "The same without the LLM (gold path "
+            "among the candidates and in each retriever's own top 3/5/10, enumeration seconds): "
+            "`kgqa bench run fusic_path_depth` → results/bench/fusic_path_depth.md.", "", _md(t)]
+
+
+def shots_table(rec) -> ResultTable:
     """The number of target shots (MetaQA, :data:`SHOTS`): each count's F1 and its gain over the
     5-shot cell, paired over the same questions."""
-    lines = ["", "### Number of target shots (MetaQA)", "",
-             "The target shots the dense retriever is fine-tuned on (0 = zero-shot: trained on the source only, source "
-             "exemplars); from 5 shots on the prompt shows the same 5 target exemplars (the pool's first five), so the "
-             "rows differ in fine-tuning only. 25 and 100: the pool's 10 and then further MetaQA dev questions outside "
-             "the sampled question set (none is a reported question). Paper, column W→GI-T, FuSIC-KBQA(T): zero-shot "
-             f"{PAPER['zs_dense'][1]} and few-shot {PAPER['fs_dense'][1]} (Table 2; its few-shot runs sample 100 target "
-             "shots, sec. 4.1). Its own study of shots (sec. 4.2.2, FuSIC-KBQA(T,P)) varies the exemplars in the prompt, "
-             "not the fine-tuning: " + ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items()) + ".", "",
-             "| pair | target shots | cell | n | F1 [95% CI] | − 5 shots (paired) [95% CI] |", "|---|---|---|---|---|---|"]
+    rows = []
     for p in METAQA:
         five = rec(p, SHOTS[5])
         for n, config in SHOTS.items():
             recs = rec(p, config)
-            gain = "—" if n == 5 else _gain(recs, five)
-            lines.append(f"| {PAIRS[p][4]} | {n} | {cell_name(p, config)} | {len(recs)} | {_f1(recs)} | {gain} |")
-    return lines
+            rows.append([PAIRS[p][4], n, cell_name(p, config), len(recs), _f1(recs), "—" if n == 5 else _gain(recs, five)])
+    return table("shots", "Number of target shots (MetaQA)",
+                 ["pair", "target shots", "cell", "n", "F1 [95% CI]", "− 5 shots (paired) [95% CI]"], rows)
+
+
+def shots_section(t: ResultTable) -> list[str]:
+    return ["", f"### {t.title}", "",
+            "The target shots the dense retriever is fine-tuned on (0 = zero-shot: trained on the source only, source "
+            "exemplars); from 5 shots on the prompt shows the same 5 target exemplars (the pool's first five), so the "
+            "rows differ in fine-tuning only. 25 and 100: the pool's 10 and then further MetaQA dev questions outside "
+            "the sampled question set (none is a reported question). Paper, column W→GI-T, FuSIC-KBQA(T): zero-shot "
+            f"{PAPER['zs_dense'][1]} and few-shot {PAPER['fs_dense'][1]} (Table 2; its few-shot runs sample 100 target "
+            "shots, sec. 4.1). Its own study of shots (sec. 4.2.2, FuSIC-KBQA(T,P)) varies the exemplars in the prompt, "
+            "not the fine-tuning: " + ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items()) + ".", "", _md(t)]
 
 
 def _hops_gains(rec, config: str, against: str = "fs_dense") -> str:
@@ -702,27 +747,13 @@ def _hops_gains(rec, config: str, against: str = "fs_dense") -> str:
     return "; ".join(f"{h}-hop {_gain(rec(p, config), rec(p, against))}" for h, p in enumerate(METAQA, 1))
 
 
-def questions_section(rec) -> list[str]:
+def questions_table(rec) -> ResultTable:
     """Which target questions each pair holds, as three disjoint parts: the few shots, the reported
     questions (every cell's) and the dev part no cell runs on, where settings are to be chosen
     (:func:`~kgqa_lib.methods.fusic.tasks.dev_questions`); its size per pair, and why a target has none."""
     from ..methods.fusic import tasks as T
 
-    reserve = T.SHOT_RESERVE["metaqa"]
-    lines = ["", "## Which questions: the few shots, the reported part, the dev part", "",
-             "Each pair's target questions fall in three disjoint parts: the few shots (a pool of "
-             f"{T.SHOT_POOL}; MetaQA also holds a reserve of {reserve} more for the 25- and 100-shot rows), the "
-             "reported questions every cell of this report is scored on, and a dev part no cell has run on, where "
-             "settings are to be chosen from now on. Disjoint by question id and text; the dev part also asks no gold "
-             "query that a reported question, a shot or a source question asks. Every MetaQA question here is a MetaQA "
-             f"dev question (MetaQA's test set is not used): the reported part is a seeded sample of "
-             f"{PAIRS[METAQA[0]][2]} per hop from a seeded sample of {T.METAQA_PER_HOP} MetaQA dev questions per hop, "
-             "outside the pool. GrailQA-Tech's questions are GrailQA dev "
-             "questions; the mini-world's, our held-out part of our own data. The MetaQA dev part, like every MetaQA "
-             "dev question, was among the questions the linker rework below was measured on; no FuSIC setting was "
-             "tried on it.", "",
-             "| pair | reported questions | few shots | dev part | its dataset | where the dev part comes from, or why "
-             "there is none |", "|---|---|---|---|---|---|"]
+    rows = []
     for pair, (task, _, _, _, label) in PAIRS.items():
         tgt = T.TASKS[task][1].partition("@")[0]
         hops = METAQA.index(pair) + 1 if pair in METAQA else None
@@ -730,9 +761,28 @@ def questions_section(rec) -> list[str]:
         spec = f"`fusic:{task}:dev" + (f"-{hops}hop`" if hops else "`") if n_dev else "—"
         shots = f"{T.SHOT_POOL}" + (f" + {T.SHOT_RESERVE[tgt]} reserve" if tgt in T.SHOT_RESERVE else "")
         where = T.DEV_FROM[tgt] if n_dev else T.DEV_NONE[tgt]
-        reported = len({r["qid"] for r in rec(pair, "fs_dense")})
-        lines.append(f"| {label} | {reported} | {shots} | {n_dev} | {spec} | {where} |")
-    return lines
+        rows.append([label, len({r["qid"] for r in rec(pair, "fs_dense")}), shots, n_dev, spec, where])
+    return table("questions", "Which questions: the few shots, the reported part, the dev part",
+                 ["pair", "reported questions", "few shots", "dev part", "its dataset",
+                  "where the dev part comes from, or why there is none"], rows)
+
+
+def questions_section(t: ResultTable) -> list[str]:
+    from ..methods.fusic import tasks as T
+
+    return ["", f"## {t.title}", "",
+            "Each pair's target questions fall in three disjoint parts: the few shots (a pool of "
+            f"{T.SHOT_POOL}; MetaQA also holds a reserve of {T.SHOT_RESERVE['metaqa']} more for the 25- and 100-shot "
+            "rows), the "
+            "reported questions every cell of this report is scored on, and a dev part no cell has run on, where "
+            "settings are to be chosen from now on. Disjoint by question id and text; the dev part also asks no gold "
+            "query that a reported question, a shot or a source question asks. Every MetaQA question here is a MetaQA "
+            f"dev question (MetaQA's test set is not used): the reported part is a seeded sample of "
+            f"{PAIRS[METAQA[0]][2]} per hop from a seeded sample of {T.METAQA_PER_HOP} MetaQA dev questions per hop, "
+            "outside the pool. GrailQA-Tech's questions are GrailQA dev "
+            "questions; the mini-world's, our held-out part of our own data. The MetaQA dev part, like every MetaQA "
+            "dev question, was among the questions the linker rework below was measured on; no FuSIC setting was "
+            "tried on it.", "", _md(t)]
 
 
 def choices_section(rec) -> list[str]:
@@ -786,72 +836,83 @@ def ablation_gains(records: Records, setting: str = "few-shot") -> list[dict[str
     return out
 
 
-def ablation_lines(records: Records, setting: str) -> list[str]:
-    """The rows of one half of the Table 3 analogue (:func:`ablation_gains`), with its header."""
-    lines = ["| pair | ablation | n paired | full F1 | ablation F1 | ablation − full [95% CI] | paper | paper − full |",
-             "|---|---|---|---|---|---|---|---|"]
+
+def ablations_table(records: Records, setting: str = "few-shot") -> ResultTable:
+    """One half of the Table 3 analogue (:func:`ablation_gains`): per pair and ablation, the questions both
+    cells hold, FuSIC(T) and the ablation on them, the paired difference and the paper's."""
+    rows = []
     for g in ablation_gains(records, setting):
         p, a, full, recs = g["pair"], g["ablation"], g["full"], g["records"]
         where, value = PAPER[a]
         paper, diff = f"{value} ({where})", f"{g['paper − full']:+.1f}"
         if g["gain"] is None:
-            lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | — | {_f1(full)} | {_f1(recs)} | — | {paper} | {diff} |")
+            rows.append([PAIRS[p][4], CONFIGS[a][2], "—", _f1(full), _f1(recs), "—", paper, diff])
             continue
         qids = {r["qid"] for r in recs} & {r["qid"] for r in full}
         same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
-        lines.append(f"| {PAIRS[p][4]} | {CONFIGS[a][2]} | {len(qids)} | {_f1(same(full))} | {_f1(same(recs))} | "
-                     f"{format_gain(g['gain'])} (n={g['gain'][3]}) | {paper} | {diff} |")
-    return lines
+        rows.append([PAIRS[p][4], CONFIGS[a][2], len(qids), _f1(same(full)), _f1(same(recs)),
+                     f"{format_gain(g['gain'])} (n={g['gain'][3]})", paper, diff])
+    name, title = (("table3", "Table 3 analogue: ablations of FuSIC(T) few-shot, paired over the same questions")
+                   if setting == "few-shot" else
+                   ("table3_zero_shot", "Table 3 analogue, zero-shot: ablations of FuSIC(T) zero-shot, paired over the "
+                                        "same questions"))
+    return table(name, title, ["pair", "ablation", "n paired", "full F1", "ablation F1", "ablation − full [95% CI]",
+                               "paper", "paper − full"], rows)
 
 
-def exemplars_section(rec) -> list[str]:
+def exemplars_table(rec) -> ResultTable:
     """The number of exemplars in the generation prompt (:data:`EXEMPLARS`, sec. 4.2.2): each count's F1
     and its gain over 5 exemplars (``fs_dense``), paired over the same questions, beside the paper's."""
-    paper = ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items())
-    lines = ["", "## Number of exemplars in the prompt (sec. 4.2.2), paired over the same questions", "",
-             "The paper's study of shots (sec. 4.2.2, WebQSP→GrailQA-Tech, FuSIC-KBQA(T,P), few-shot) varies the "
-             f"exemplars shown in the prompt — exemplars → F1: {paper} — and finds fewer shots usable when the "
-             "exemplars are diverse. Ours: FuSIC(T) few-shot (the dense retriever, fine-tuned on the same 5 target "
-             "shots in every row), the prompt showing n of the 5: the pool's first n, each as the 5-exemplar prompt "
-             "shows it (0: none; MetaQA's pool is dealt over the hops, so 1 exemplar is a 1-hop question and 3 are "
-             "one per hop). 5 is `fs_dense`. Each row's gain is over 5 exemplars on the same questions.", "",
-             "| pair | exemplars | cell | n | F1 [95% CI] | − 5 exemplars (paired) [95% CI] | paper (sec. 4.2.2, "
-             "FuSIC-KBQA(T,P), W→GI-T) |", "|---|---|---|---|---|---|---|"]
+    rows = []
     for p in (*METAQA, "gtech"):
         five = rec(p, EXEMPLARS[5])
         for n, config in EXEMPLARS.items():
             recs = rec(p, config)
-            gain = "—" if n == 5 else _gain(recs, five)
-            lines.append(f"| {PAIRS[p][4]} | {n} | {cell_name(p, config)} | {len(recs)} | {_f1(recs)} | {gain} | "
-                         f"{PAPER_SHOTS[n]} |")
-    return lines
+            rows.append([PAIRS[p][4], n, cell_name(p, config), len(recs), _f1(recs),
+                         "—" if n == 5 else _gain(recs, five), PAPER_SHOTS[n]])
+    return table("exemplars", "Number of exemplars in the prompt (sec. 4.2.2), paired over the same questions",
+                 ["pair", "exemplars", "cell", "n", "F1 [95% CI]", "− 5 exemplars (paired) [95% CI]",
+                  "paper (sec. 4.2.2, FuSIC-KBQA(T,P), W→GI-T)"], rows)
 
 
-def gfllm_section(rec) -> list[str]:
+def exemplars_section(t: ResultTable) -> list[str]:
+    paper = ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items())
+    return ["", f"## {t.title}", "",
+            "The paper's study of shots (sec. 4.2.2, WebQSP→GrailQA-Tech, FuSIC-KBQA(T,P), few-shot) varies the "
+            f"exemplars shown in the prompt — exemplars → F1: {paper} — and finds fewer shots usable when the "
+            "exemplars are diverse. Ours: FuSIC(T) few-shot (the dense retriever, fine-tuned on the same 5 target "
+            "shots in every row), the prompt showing n of the 5: the pool's first n, each as the 5-exemplar prompt "
+            "shows it (0: none; MetaQA's pool is dealt over the hops, so 1 exemplar is a 1-hop question and 3 are "
+            "one per hop). 5 is `fs_dense`. Each row's gain is over 5 exemplars on the same questions.", "", _md(t)]
+
+
+def gfllm_table(rec) -> ResultTable:
     """gf-LLM (:data:`GFLLM`) against FuSIC(T) on the same questions, few- and zero-shot, beside the
     paper's difference (Table 2, W→GI-T)."""
-    lines = ["", "## gf-LLM (Table 2's retrieve-then-generate baseline) against FuSIC(T), paired over the same "
-             "questions", "",
-             "gf-LLM in the paper (sec. 4.1, appendix A.3, Limitations) is the retrieve-then-generate model of Shu and "
-             "Yu (2024) without its synthetic data: the same supervised retriever as FuSIC-KBQA(T) (TIARA, trained "
-             "the same way) gives the KB context — its own top k, no LLM re-ranking — and the LLM writes an "
-             "s-expression with in-context exemplars picked by BM25 as KB-Binder's, in one call (no execution "
-             "feedback). Ours: `"
-             + "`, `".join(GFLLM[k][0] for k in GFLLM) + "`, the dense retriever of FuSIC(T)'s cells; the "
-             "gain is FuSIC(T) minus gf-LLM, as the paper's.", "",
-             "| pair | setting | n paired | gf-LLM F1 | FuSIC(T) F1 | FuSIC(T) − gf-LLM (paired) [95% CI] | paper: "
-             "gf-LLM | paper: FuSIC(T) − gf-LLM |", "|---|---|---|---|---|---|---|---|"]
+    rows = []
     for p in (*METAQA, "gtech"):
         for setting, (config, full_config) in GFLLM.items():
             gf, full = rec(p, config), rec(p, full_config)
             if gf and full:  # on the questions both hold (without gf-LLM records: FuSIC(T) on all of its own)
                 gf, full = _on_shared(gf, full)
             (where, value), (_, full_value) = PAPER[config], PAPER[full_config]
-            n = len(gf) if gf else "—"
-            lines.append(f"| {PAIRS[p][4]} | {setting} | {n} | {_f1(gf)} | {_f1(full)} | {_gain(full, gf)} | "
-                         f"{value} ({where}) | {float(full_value) - float(value):+.1f} ({PAPER[full_config][0]}: "
-                         f"{full_value}) |")
-    return lines
+            rows.append([PAIRS[p][4], setting, len(gf) if gf else "—", _f1(gf), _f1(full), _gain(full, gf),
+                         f"{value} ({where})",
+                         f"{float(full_value) - float(value):+.1f} ({PAPER[full_config][0]}: {full_value})"])
+    return table("gfllm", "gf-LLM (Table 2's retrieve-then-generate baseline) against FuSIC(T), paired over the same "
+                          "questions",
+                 ["pair", "setting", "n paired", "gf-LLM F1", "FuSIC(T) F1", "FuSIC(T) − gf-LLM (paired) [95% CI]",
+                  "paper: gf-LLM", "paper: FuSIC(T) − gf-LLM"], rows)
+
+
+def gfllm_section(t: ResultTable) -> list[str]:
+    return ["", f"## {t.title}", "",
+            "gf-LLM in the paper (sec. 4.1, appendix A.3, Limitations) is the retrieve-then-generate model of Shu and "
+            "Yu (2024) without its synthetic data: the same supervised retriever as FuSIC-KBQA(T) (TIARA, trained "
+            "the same way) gives the KB context — its own top k, no LLM re-ranking — and the LLM writes an "
+            "s-expression with in-context exemplars picked by BM25 as KB-Binder's, in one call (no execution "
+            "feedback). Ours: `" + "`, `".join(GFLLM[k][0] for k in GFLLM) + "`, the dense retriever of FuSIC(T)'s "
+            "cells; the gain is FuSIC(T) minus gf-LLM, as the paper's.", "", _md(t)]
 
 
 def table1_section() -> list[str]:
@@ -863,91 +924,96 @@ def table1_section() -> list[str]:
     return section(read(T1))
 
 
-def langchain_section(records: Records) -> list[str]:
+def langchain_table(records: Records) -> ResultTable:
     """What LangChain's chain did with each question (its records' ``langchain`` summary): the outcome of
     its query and what the generated queries looked like."""
     from ..methods.langchain_sparql import STATUSES
 
-    lines = ["", "## LangChain's GraphSparqlQAChain on MetaQA (a peer): what its queries did", "",
-             "Counts of questions. Outcome: `no_intent` (the intent call answered neither SELECT nor UPDATE: the "
-             "chain stops), `update_refused` (UPDATE intent: the chain would write to the KG; refused), "
-             "`parse_error`, `rejected` (not a read-only query), `timeout`, `empty` (no rows), `ok` (rows: scored). "
-             "Shape: the generated query wrapped in a code fence (the chain passes it to the KG as it is), "
-             "declaring the prefix `foaf:` (the prompt's example), containing INSERT or DELETE.", "",
-             "| cell | n | F1 [95% CI] | Hits@1 | outcome | code fence | foaf: | INSERT / DELETE |", "|---|---|---|---|---|---|---|---|"]
+    rows = []
     for p in METAQA:
         name = cell_name(p, "langchain")
         recs = records(name)
         if not recs:
-            lines.append(f"| {name} | not run yet | | | | | | |")
+            rows.append([name, "not run yet", "", "", "", "", "", ""])
             continue
         lc = [summary_of(r).get("langchain") or {} for r in recs]
         outcome = Counter(x.get("status") or "none" for x in lc)
         order = [k for k in (*STATUSES, "none") if outcome.get(k)]
-        hits = _pct(_mean([r["metrics"]["hits@1"] for r in recs]))
-        lines.append(f"| {name} | {len(recs)} | {_f1(recs)} | {hits} | "
-                     + ", ".join(f"{k} {outcome[k]}" for k in order)
-                     + f" | {sum(bool(x.get('fenced')) for x in lc)} | {sum('foaf' in (x.get('prefixes') or []) for x in lc)}"
-                     + f" | {sum(bool(x.get('update_keyword')) for x in lc)} |")
-    return lines
+        rows.append([name, len(recs), _f1(recs), _pct(_mean([r["metrics"]["hits@1"] for r in recs])),
+                     ", ".join(f"{k} {outcome[k]}" for k in order), sum(bool(x.get("fenced")) for x in lc),
+                     sum("foaf" in (x.get("prefixes") or []) for x in lc), sum(bool(x.get("update_keyword")) for x in lc)])
+    return table("langchain", "LangChain's GraphSparqlQAChain on MetaQA (a peer): what its queries did",
+                 ["cell", "n", "F1 [95% CI]", "Hits@1", "outcome", "code fence", "foaf:", "INSERT / DELETE"], rows)
 
 
-def report(records: Records) -> str:
-    rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
-    lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
-             "Answer F1 in points with a bootstrap 95% CI; gains paired over the same questions (bootstrap 95% CI, "
-             f"points). The paper's numbers are from its column {PAPER_COLUMN} (W→GI-T), named by table and row. "
-             + DIFFERS_ALL]
-    lines += questions_section(rec) + choices_section(rec) + table1_section()
-    lines += ["", "## Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, naive FS-ICL", "",
-             "| pair | configuration | n | F1 [95% CI] | − FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot) | "
-             "paper (W→GI-T) | what differs | "
-             "calls/q | tokens/q | s/q | cache hits |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+def langchain_section(t: ResultTable) -> list[str]:
+    return ["", f"## {t.title}", "",
+            "Counts of questions. Outcome: `no_intent` (the intent call answered neither SELECT nor UPDATE: the "
+            "chain stops), `update_refused` (UPDATE intent: the chain would write to the KG; refused), "
+            "`parse_error`, `rejected` (not a read-only query), `timeout`, `empty` (no rows), `ok` (rows: scored). "
+            "Shape: the generated query wrapped in a code fence (the chain passes it to the KG as it is), "
+            "declaring the prefix `foaf:` (the prompt's example), containing INSERT or DELETE.", "", _md(t)]
+
+
+def table2_table(rec) -> ResultTable:
+    """The Table 2 analogue: every cell's F1, its paired gain over the FuSIC(T) cell it is compared with
+    (:data:`BASELINE_OF`), the paper's value, what differs, and its cost per question."""
+    rows = []
     for c in CELLS:
         pair, config = c.name.split(".")
         recs = rec(pair, config)
         where, value = PAPER[config]
         row = summarize(recs) if recs else None
-        cost = f"{row['calls/q']:.2f} | {row['tokens/q']:.0f} | {row['s/q']:.1f} | {row['cache_hits']}" if row else " | | | "
+        cost = ([f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f}", row["cache_hits"]] if row
+                else ["", "", "", ""])
         against = BASELINE_OF.get(config, "fs_dense")  # like for like: zero-shot KB-BINDER against zero-shot FuSIC
         base = rec(pair, against) if config != against else []
         note = RETRIEVER_NOTE[config] + (_naive_note(pair) if config.startswith("fs_naive") else "")
         gain, on = _gain(recs, base), _on_shared(base, recs)[0]
         if recs and base and len(on) < len(base):  # a partial cell: its baseline on its questions
             gain += f"; {against} on these: {100 * _mean([r['metrics']['f1'] for r in on]):.1f}"
-        lines.append(f"| {PAIRS[pair][4]} | {CONFIGS[config][2]} | {len(recs)} | {_f1(recs)} | {gain} | "
-                     f"{value} ({where}) | {note}; {_pair_note(pair)} | {cost} |")
-    lines += ["", f"## MetaQA goal: F1 ≥ {GOAL_F1:.2f} on every hop with one retriever at ≤ {GOAL_CALLS} LLM calls per "
-              "question", "",
-              "A configuration meets it only on all three hops at once. Every configuration with one retriever counts: "
-              "the dense retriever (the paper's FuSIC(T)) and BM25 alone (FuSIC(P)), few- and zero-shot, with the "
-              "paper's candidate paths (≤ 2 relations), the dense few-shot deviation with paths ≤ 3 relations "
-              "(`max_path_hops=3`, which MetaQA's 3-hop questions need), and the dense retriever fine-tuned on 25 and "
-              "100 target shots (the paper's few-shot runs sample 100).", ""]
+        rows.append([PAIRS[pair][4], CONFIGS[config][2], len(recs), _f1(recs), gain, f"{value} ({where})",
+                     f"{note}; {_pair_note(pair)}", *cost])
+    return table("table2", "Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, naive FS-ICL",
+                 ["pair", "configuration", "n", "F1 [95% CI]",
+                  "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)", "paper (W→GI-T)", "what differs",
+                  "calls/q", "tokens/q", "s/q", "cache hits"], rows)
+
+
+def goal_table(rec) -> ResultTable:
+    """The MetaQA bar (F1 ≥ :data:`GOAL_F1` on every hop at ≤ :data:`GOAL_CALLS` LLM calls per question):
+    per one-retriever configuration and hop, its F1, LLM calls per question and whether it meets it."""
+    rows = []
     for config in GOAL_CONFIGS:
-        lines.append(f"- {CONFIGS[config][2]}:")
         for p in METAQA:
             recs = rec(p, config)
             if not recs:
-                lines.append(f"  - {PAIRS[p][4]}: not run yet")
+                rows.append([CONFIGS[config][2], PAIRS[p][4], "", "", "not run yet", 0])
                 continue
             f1 = summarize(recs, ["f1"])["f1"]
             calls = _stage_means(recs)[0].get("total", float("nan"))
             met = "met" if f1 >= GOAL_F1 and calls <= GOAL_CALLS else "not met"
-            lines.append(f"  - {PAIRS[p][4]}: F1 {_pct(f1)}, {calls:.2f} LLM calls/q (re-rank + generation + feedback) "
-                         f"— {met} (n={len(recs)})")
-    lines += ["", "Where the answers are lost (few-shot, one retriever: dense, and BM25 alone; counts of questions; a gold "
-              "path is a candidate only when it has at most `max_path_hops` relations — 2 as TIARA's enumeration, so a 3-hop MetaQA path is "
-              "never one, 3 in the deviation; our walk passes through a CVT node without counting a step, which the "
-              "paper does not describe, so on GrailQA-Tech this column undercounts the candidates). The last column "
-              "looks at the generation step alone: of the questions whose prompt held the gold path and whose F1 is "
-              "below 1, how many relations the final query walks against the gold path's (triple patterns other than "
-              "rdf:type, property-path steps; on GrailQA a constraint's or a type's relation counts too):", "",
-              "| pair | configuration | n | analysed | topic linked | gold path short enough (≤ max_path_hops relations) "
-              "| gold path in top K | gold path in prompt | query answered | F1 = 1 | gold path in prompt, F1 < 1: the final "
-              "query walks more / fewer / as many relations as the gold path (/ unreadable) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+            rows.append([CONFIGS[config][2], PAIRS[p][4], _pct(f1), f"{calls:.2f}", met, len(recs)])
+    return table("goal", f"MetaQA goal: F1 ≥ {GOAL_F1:.2f} on every hop with one retriever at ≤ {GOAL_CALLS} LLM "
+                         "calls per question",
+                 ["configuration", "pair", "F1", "LLM calls/q (re-rank + generation + feedback)", "goal", "n"], rows)
+
+
+def _goal_lines(t: ResultTable) -> list[str]:
+    """The goal table as the report's list: a configuration, then one line per hop."""
+    lines, last = [], None
+    for config, pair, f1, calls, met, n in t.rows:
+        if config != last:
+            lines.append(f"- {config}:")
+            last = config
+        lines.append(f"  - {pair}: not run yet" if not n else
+                     f"  - {pair}: F1 {f1}, {calls} LLM calls/q (re-rank + generation + feedback) — {met} (n={n})")
+    return lines
+
+
+def funnel_table(rec) -> ResultTable:
+    """Where the answers are lost (:func:`funnel`, :func:`query_lengths`), few-shot, one retriever."""
+    rows = []
     for p in (*METAQA, "gtech"):
         for config in ("fs_dense", *(d for d in DEPTH if cell_name(p, d) in _NAMES), "fs_bm25"):
             recs = rec(p, config)
@@ -955,25 +1021,133 @@ def report(records: Records) -> str:
             label = ("BM25 alone, " if config == "fs_bm25" else "dense, ") + f"paths ≤ {hops} relations" + (
                 " (the paper's)" if hops == 2 else "")
             if not recs:
-                lines.append(f"| {PAIRS[p][4]} | {label} | not run yet | | | | | | | | |")
+                rows.append([PAIRS[p][4], label, "not run yet", *[""] * 8])
                 continue
             f, ql = funnel(recs, hops), query_lengths(recs)
             lengths = "not saved" if ql is None else (f"{ql['n']}: {ql['longer']} / {ql['shorter']} / {ql['same']}"
                                                       + (f" / {ql['unread']}" if ql["unread"] else ""))
-            lines.append(f"| {PAIRS[p][4]} | {label} | " + " | ".join(str(v) for v in f.values()) + f" | {lengths} |")
-    lines += depth_section(rec)
-    lines += ["", "## KB-BINDER's drafts by outcome", "",
+            rows.append([PAIRS[p][4], label, *f.values(), lengths])
+    return table("funnel", "Where the answers are lost (few-shot, one retriever)",
+                 ["pair", "configuration", "n", "analysed", "topic linked",
+                  "gold path short enough (≤ max_path_hops relations)", "gold path in top K", "gold path in prompt",
+                  "query answered", "F1 = 1", "gold path in prompt, F1 < 1: the final query walks more / fewer / as "
+                  "many relations as the gold path (/ unreadable)"], rows)
+
+
+def kbbinder_table(records: Records) -> ResultTable:
+    rows = [[c.name, len(records(c.name)), kbbinder_profile(records(c.name)) or "not run yet"]
+            for c in CELLS if c.name.split(".")[1].startswith("kbbinder")]
+    return table("kbbinder", "KB-BINDER's drafts by outcome", ["cell", "n", "drafts by outcome"], rows)
+
+
+def cost_table(records: Records) -> ResultTable:
+    """LLM calls and seconds per question by stage, per cell (:func:`_stage_means`), and the questions
+    that made no re-rank call."""
+    rows = []
+    for c in CELLS:
+        recs = records(c.name)
+        calls, secs = _stage_means(recs) if recs else ({}, {})
+        if not calls:
+            rows.append([c.name, "not run yet" if not recs else len(recs), *[""] * 10])
+            continue
+        method, sets, _ = CONFIGS[c.name.split(".")[1]]
+        reranks = method == "fusic" and not {"rerank=false", "retrievers=none"} & set(sets)
+        none = sum(((r.get("stages") or {}).get("calls") or {}).get("rerank") == 0 for r in recs) if reranks else "—"
+        rows.append([c.name, len(recs), *(f"{v:.2f}" for v in calls.values()), *(f"{v:.1f}" for v in secs.values()),
+                     none])
+    return table("cost", "Cost per question by stage",
+                 ["cell", "n", "calls: re-rank", "generation", "feedback", "total", "s: retrieval", "re-rank",
+                  "exemplars", "generation", "feedback", "no re-rank call"], rows)
+
+
+def rounds_table(records: Records) -> ResultTable:
+    """F1 after 0..4 feedback rounds per FuSIC cell with feedback (:func:`f1_after_rounds`), its feedback
+    rounds and those that repeat the round before's query (:func:`feedback_repeats`), and for FuSIC(T)
+    few-shot the check against its w/o-EGF cell on the same questions."""
+    rows = []
+    for c in CELLS:
+        pair, config = c.name.split(".")
+        recs = records(c.name)
+        if CONFIGS[config][0] != "fusic" or "egf_rounds=0" in CONFIGS[config][1]:  # (w/o EGF, the naive baseline)
+            continue
+        if not recs:
+            rows.append([c.name, "not run yet", *[""] * 7])
+            continue
+        noegf = records(cell_name(pair, "fs_dense_noegf")) if config == "fs_dense" else []
+        qids = {r["qid"] for r in noegf} & {r["qid"] for r in recs}
+        both = [r for r in recs if r["qid"] in qids]
+        check = (f"{_pct(_mean([r['metrics']['f1'] for r in noegf if r['qid'] in qids]))} vs round 0 "
+                 f"{_pct(f1_after_rounds(both)[0])} (n={len(both)})") if both else "—"
+        same, rounds = feedback_repeats(recs)
+        repeats = f"{rounds} ({'not saved' if same is None else same})" if rounds else "0"
+        rows.append([c.name, len(recs), *(_pct(v) for v in f1_after_rounds(recs)), repeats, check])
+    return table("rounds", "F1 after 0..4 feedback rounds (from each record's attempts)",
+                 ["cell", "n", "round 0", "1", "2", "3", "4", "feedback rounds (same query as the round before)",
+                  "w/o EGF cell (same questions)"], rows)
+
+
+def table7_table(records: Records) -> ResultTable:
+    """The Table 7 analogue (:func:`error_rates`): per FuSIC cell with retrieval, retriever and aspect."""
+    fmt = lambda v: "—" if v is None else _pct(v)  # noqa: E731
+    rows = []
+    for c in CELLS:
+        config = c.name.split(".")[1]
+        if CONFIGS[config][0] != "fusic" or config.startswith("fs_naive"):
+            continue
+        recs = records(c.name)
+        found = error_rates(recs) if recs else []
+        if not found:
+            rows.append([c.name, "not run yet" if not recs else "no gold analysis", *[""] * 5])
+        rows += [[c.name, x["retriever"], x["aspect"], x["n"], fmt(x["top_K"]), fmt(x["before"]), fmt(x["after"])]
+                 for x in found]
+    return table("table7", "Table 7 analogue: retrieval error rate (%) before and after LLM re-ranking",
+                 ["cell", "retriever", "aspect", "n", "not in top K", "not in top k (before re-ranking)",
+                  "not in LLM top k (after)"], rows)
+
+
+def result_tables(records: Records) -> dict[str, ResultTable]:
+    """Every table of the report, as data (``.frame()`` for a notebook; the report renders the same
+    values), by name: questions, table2, goal, funnel, depth, kbbinder, langchain, cost, table3, shots,
+    exemplars, table3_zero_shot, gfllm, rounds, table7."""
+    rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
+    out = [questions_table(rec), table2_table(rec), goal_table(rec), funnel_table(rec), depth_table(rec),
+           kbbinder_table(records), langchain_table(records), cost_table(records), ablations_table(records),
+           shots_table(rec), exemplars_table(rec), ablations_table(records, "zero-shot"), gfllm_table(rec),
+           rounds_table(records), table7_table(records)]
+    return {t.name: t for t in out}
+
+
+def report(records: Records) -> str:
+    rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
+    t = result_tables(records)
+    lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
+             "Answer F1 in points with a bootstrap 95% CI; gains paired over the same questions (bootstrap 95% CI, "
+             f"points). The paper's numbers are from its column {PAPER_COLUMN} (W→GI-T), named by table and row. "
+             + DIFFERS_ALL]
+    lines += questions_section(t["questions"]) + choices_section(rec) + table1_section()
+    lines += ["", f"## {t['table2'].title}", "", _md(t["table2"], tail="  | | |  |")]
+    lines += ["", f"## {t['goal'].title}", "",
+              "A configuration meets it only on all three hops at once. Every configuration with one retriever counts: "
+              "the dense retriever (the paper's FuSIC(T)) and BM25 alone (FuSIC(P)), few- and zero-shot, with the "
+              "paper's candidate paths (≤ 2 relations), the dense few-shot deviation with paths ≤ 3 relations "
+              "(`max_path_hops=3`, which MetaQA's 3-hop questions need), and the dense retriever fine-tuned on 25 and "
+              "100 target shots (the paper's few-shot runs sample 100).", ""] + _goal_lines(t["goal"])
+    lines += ["", "Where the answers are lost (few-shot, one retriever: dense, and BM25 alone; counts of questions; a gold "
+              "path is a candidate only when it has at most `max_path_hops` relations — 2 as TIARA's enumeration, so a 3-hop MetaQA path is "
+              "never one, 3 in the deviation; our walk passes through a CVT node without counting a step, which the "
+              "paper does not describe, so on GrailQA-Tech this column undercounts the candidates). The last column "
+              "looks at the generation step alone: of the questions whose prompt held the gold path and whose F1 is "
+              "below 1, how many relations the final query walks against the gold path's (triple patterns other than "
+              "rdf:type, property-path steps; on GrailQA a constraint's or a type's relation counts too):", "",
+              _md(t["funnel"])]
+    lines += depth_section(t["depth"])
+    lines += ["", f"## {t['kbbinder'].title}", "",
               "Each question's 6 sampled drafts (FuSIC appendix A.3), summed over the cell: `ok` (a bound candidate "
               "returned answers), `no_answer` (no bound candidate did), `unbound_*` (a mention or name bound to nothing), "
               "and the malformed ones, counted and never fatal: `no_sexpr` (no s-expression in the reply), `parse_error`, "
-              "`bad_form` (outside the grammar). The vote is over the `ok` drafts' answer sets.", "",
-              "| cell | n | drafts by outcome |", "|---|---|---|"]
-    for c in CELLS:
-        if c.name.split(".")[1].startswith("kbbinder"):
-            recs = records(c.name)
-            lines.append(f"| {c.name} | {len(recs)} | {kbbinder_profile(recs) or 'not run yet'} |")
-    lines += langchain_section(records)
-    lines += ["", "## Cost per question by stage", "",
+              "`bad_form` (outside the grammar). The vote is over the `ok` drafts' answer sets.", "", _md(t["kbbinder"])]
+    lines += langchain_section(t["langchain"])
+    lines += ["", f"## {t['cost'].title}", "",
               f"LLM calls counted the paper's way (Limitations: {PAPER_CALLS} calls per question = 3 re-rank (one "
               "retriever's three aspects; \"the number of API calls increases with additional retrievers\") + 1 "
               "generation + 0.7 feedback on GrailQA→WebQSP; MetaQA has no entity types, so one retriever makes "
@@ -982,78 +1156,32 @@ def report(records: Records) -> str:
               + "). Our machine: 2 CPU cores shared with other runs; cached LLM calls (cache hits) take no model time. "
               "A retrieved list of at most one candidate is not re-ranked (there is nothing to order): the last column "
               "counts the questions that made no re-rank call at all, as on GrailQA-Tech's fragment, where an entity "
-              "has only the edges of the questions' gold facts.", "",
-              "| cell | n | calls: re-rank | generation | feedback | total | s: retrieval | re-rank | exemplars | "
-              "generation | feedback | no re-rank call |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in CELLS:
-        recs = records(c.name)
-        calls, secs = _stage_means(recs) if recs else ({}, {})
-        if not calls:
-            lines.append(f"| {c.name} | {'not run yet' if not recs else len(recs)} | | | | | | | | | | |")
-            continue
-        method, sets, _ = CONFIGS[c.name.split(".")[1]]
-        reranks = method == "fusic" and not {"rerank=false", "retrievers=none"} & set(sets)
-        none = sum(((r.get("stages") or {}).get("calls") or {}).get("rerank") == 0 for r in recs) if reranks else "—"
-        lines.append(f"| {c.name} | {len(recs)} | " + " | ".join(f"{v:.2f}" for v in calls.values()) + " | "
-                     + " | ".join(f"{v:.1f}" for v in secs.values()) + f" | {none} |")
-    lines += ["", "## Table 3 analogue: ablations of FuSIC(T) few-shot, paired over the same questions", "",
+              "has only the edges of the questions' gold facts.", "", _md(t["cost"])]
+    lines += ["", f"## {t['table3'].title}", "",
               f"Paper: Table 3, few-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3}; the paper's difference is the "
-              "ablation's value minus that.", ""] + ablation_lines(records, "few-shot")
-    lines += shots_section(rec) + exemplars_section(rec)
-    lines += ["", "## Table 3 analogue, zero-shot: ablations of FuSIC(T) zero-shot, paired over the same questions", "",
+              "ablation's value minus that.", "", _md(t["table3"])]
+    lines += shots_section(t["shots"]) + exemplars_section(t["exemplars"])
+    lines += ["", f"## {t['table3_zero_shot'].title}", "",
               f"Paper: Table 3, zero-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3_ZS}; the paper's difference is "
               "the ablation's value minus that. Each ablation changes one setting of the zero-shot cell (`zs_dense`: "
-              "the retriever trained on the source only, exemplars drawn from the source).", ""] \
-        + ablation_lines(records, "zero-shot")
-    lines += gfllm_section(rec)
-    lines += ["", "## F1 after 0..4 feedback rounds (from each record's attempts)", "",
+              "the retriever trained on the source only, exemplars drawn from the source).", "",
+              _md(t["table3_zero_shot"])]
+    lines += gfllm_section(t["gfllm"])
+    lines += ["", f"## {t['rounds'].title}", "",
               "A question whose query first returned answers at round j scores its F1 from round j on (0 before). Paper, "
               "sec. 4.2.2 (FuSIC-KBQA(T,P), W→GI-T): few-shot " + " → ".join(map(str, PAPER_EGF["few-shot"]))
               + " (rounds 3 and 4: the paper's \"does not improve thereafter\")"
               + "; zero-shot " + " → ".join(map(str, PAPER_EGF["zero-shot"])) + ". `w/o EGF` cell: the same questions "
               "run with egf_rounds=0 (its F1 should equal round 0: the first call is the same prompt). Feedback rounds: "
               "all the cell's, and those whose query is the round before's again (whitespace aside): a round that "
-              "repeats its query cannot change the answer.", "",
-              "| cell | n | round 0 | 1 | 2 | 3 | 4 | feedback rounds (same query as the round before) "
-              "| w/o EGF cell (same questions) |", "|---|---|---|---|---|---|---|---|---|"]
-    for c in CELLS:
-        pair, config = c.name.split(".")
-        recs = records(c.name)
-        if CONFIGS[config][0] != "fusic" or "egf_rounds=0" in CONFIGS[config][1]:  # (w/o EGF, the naive baseline)
-            continue
-        if not recs:
-            lines.append(f"| {c.name} | not run yet | | | | | | | |")
-            continue
-        noegf = rec(pair, "fs_dense_noegf") if config == "fs_dense" else []
-        qids = {r["qid"] for r in noegf} & {r["qid"] for r in recs}
-        both = [r for r in recs if r["qid"] in qids]
-        check = (f"{_pct(_mean([r['metrics']['f1'] for r in noegf if r['qid'] in qids]))} vs round 0 "
-                 f"{_pct(f1_after_rounds(both)[0])} (n={len(both)})") if both else "—"
-        same, rounds = feedback_repeats(recs)
-        repeats = f"{rounds} ({'not saved' if same is None else same})" if rounds else "0"
-        lines.append(f"| {c.name} | {len(recs)} | " + " | ".join(_pct(v) for v in f1_after_rounds(recs))
-                     + f" | {repeats} | {check} |")
-    lines += ["", "## Table 7 analogue: retrieval error rate (%) before and after LLM re-ranking", "",
+              "repeats its query cannot change the answer.", "", _md(t["rounds"])]
+    lines += ["", f"## {t['table7'].title}", "",
               "Share of questions whose gold KB elements (entities excluded) are not all in: the retriever's top K (10), "
               "its own top k (the context size: one retriever 5 paths / 10 relations / 10 types, two 3/5/5), the LLM's "
               "top k. Aspects without a gold element are left out (MetaQA has no types). Paper, Table 7, column W→GI-T "
               "(all aspects; the supervised model's retrieval ≈ before, FuSIC's ≈ after): few-shot "
               + ", ".join(f"{k} {v}" for k, v in PAPER_T7["few-shot"].items()) + "; zero-shot "
-              + ", ".join(f"{k} {v}" for k, v in PAPER_T7["zero-shot"].items()) + ".", "",
-              "| cell | retriever | aspect | n | not in top K | not in top k (before re-ranking) | not in LLM top k (after) |",
-              "|---|---|---|---|---|---|---|"]
-    fmt = lambda v: "—" if v is None else _pct(v)  # noqa: E731
-    for c in CELLS:
-        pair, config = c.name.split(".")
-        if CONFIGS[config][0] != "fusic" or config.startswith("fs_naive"):
-            continue
-        recs = records(c.name)
-        rows = error_rates(recs) if recs else []
-        if not rows:
-            lines.append(f"| {c.name} | {'not run yet' if not recs else 'no gold analysis'} | | | | | |")
-        for x in rows:
-            lines.append(f"| {c.name} | {x['retriever']} | {x['aspect']} | {x['n']} | {fmt(x['top_K'])} | "
-                         f"{fmt(x['before'])} | {fmt(x['after'])} |")
+              + ", ".join(f"{k} {v}" for k, v in PAPER_T7["zero-shot"].items()) + ".", "", _md(t["table7"])]
     lines += ["", "Not run: shots 25/100 on GrailQA-Tech and the mini-world (their targets hold a pool of 10 questions; "
               "MetaQA has a reserve), FuSIC(T,P) EGF curve beyond what the `fs_both` cells give, the number of "
               "exemplars with two retrievers (the paper's FuSIC(T,P); ours: the dense retriever alone). "
@@ -1063,13 +1191,6 @@ def report(records: Records) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_section(records: Records, *titles: str) -> str:
-    """The sections of :func:`report` whose ``## `` heading starts with one of ``titles`` (Markdown, in the
-    report's order): what the notebooks show of it, section by section."""
-    parts = report(records).split("\n## ")[1:]
-    return "\n".join("## " + p.rstrip() + "\n" for p in parts if p.startswith(titles))
-
-
 TABLE = register(Table(
     name="fusic", title="FuSIC-KBQA: Tables 1, 2, 3, 7 analogues on MetaQA, GrailQA-Tech and the mini-world (local model)",
     cells=CELLS, report=report, output="fusic.md", strip=strip, records="fusic", metric="f1",
@@ -1077,11 +1198,16 @@ TABLE = register(Table(
 ))
 
 
+def frames(model: str | None = None) -> dict[str, Any]:
+    """The report's tables as DataFrames, from the saved records (of ``model``; default: the default model)."""
+    return {name: t.frame() for name, t in result_tables(Records(TABLE, model)).items()}
+
+
 def figure_ablations(records: Records):
     """Notebook 22's figure from the records (cells still running read as not run: pass
-    ``complete_records``): Table 3's paired differences per pair with the paper's as black ticks; F1
-    after 0..4 feedback rounds, few- and zero-shot FuSIC(T), with the paper's FuSIC(T,P) curves (sec.
-    4.2.2); F1 against the target shots the dense retriever is fine-tuned on (MetaQA). One colour per
+    ``complete_records``): Table 3's paired differences per pair with the paper's as black ticks; the F1
+    gained over round 0 after 1..4 feedback rounds, few- and zero-shot FuSIC(T), with the paper's
+    FuSIC(T,P) curves (sec. 4.2.2); F1 against the target shots the dense retriever is fine-tuned on (MetaQA). One colour per
     pair throughout. Returns the figure."""
     import matplotlib.pyplot as plt
 
@@ -1109,16 +1235,18 @@ def figure_ablations(records: Records):
         for config, style in (("fs_dense", "-"), ("zs_dense", ":")):
             recs = records(cell_name(p, config))
             if recs:
-                ax.plot(range(5), [100 * v for v in f1_after_rounds(recs)], style, marker="o", ms=3, color=f"C{j}")
+                curve = f1_after_rounds(recs)
+                ax.plot(range(5), [100 * (v - curve[0]) for v in curve], style, marker="o", ms=3, color=f"C{j}")
     for k, style in (("few-shot", "-"), ("zero-shot", ":")):
-        ax.plot(range(5), PAPER_EGF[k], style, color="black", lw=1.5, label=f"paper, FuSIC(T,P), {k}")
-    ax.plot([], [], "-", color="0.5", label="ours, FuSIC(T), few-shot")
-    ax.plot([], [], ":", color="0.5", label="ours, FuSIC(T), zero-shot")
+        ax.plot(range(5), [v - PAPER_EGF[k][0] for v in PAPER_EGF[k]], style, color="black", lw=1.5,
+                label=f"paper, FuSIC(T,P), {k}")
+    ax.plot([], [], "-", color="C0", label="ours, FuSIC(T), few-shot (colour: pair)")
+    ax.plot([], [], ":", color="C0", label="ours, FuSIC(T), zero-shot (colour: pair)")
+    ax.axhline(0, color="0.3", lw=0.8)
     ax.set_xticks(range(5))
     ax.set_xlabel("feedback rounds allowed", fontsize=8)
-    ax.set_ylabel("answer F1 (points)", fontsize=8)
-    ax.set_ylim(0, 100)
-    ax.set_title("F1 after 0..4 feedback rounds (sec. 4.2.2)", fontsize=9)
+    ax.set_ylabel("F1 gained over round 0 (points)", fontsize=8)
+    ax.set_title("What feedback rounds add (sec. 4.2.2)", fontsize=9)
     ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
 
     ax, shots, missing = axes[2], list(SHOTS), []
@@ -1137,10 +1265,201 @@ def figure_ablations(records: Records):
                         capsize=2, color=f"C{j}")
     ax.set_xticks(range(len(shots)), [str(n) for n in shots])
     ax.set_xlabel("target shots the dense retriever is fine-tuned on (MetaQA)", fontsize=8)
+    ax.set_ylabel("answer F1 (points, 95% CI)", fontsize=8)
     ax.set_ylim(0, 100)
     late = sorted(set(missing))
     ax.set_title("Target shots" + (f" (not run yet: {', '.join(map(str, late))})" if late else ""), fontsize=9)
     handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{j}") for j in range(len(pairs))]
-    fig.legend(handles, [PAIRS[p][4] for p in pairs], loc="lower center", ncol=len(pairs), fontsize=7.5, frameon=False)
+    fig.legend(handles, [SHORT[p] for p in pairs], loc="lower center", ncol=len(pairs), fontsize=7.5, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
+
+
+# ---------------------------------------------------------------- what the notebooks show of it
+#: the rows of the paper's Table 2 among ours (the other cells are deviations, ablations and sweeps)
+TABLE2_CONFIGS = (*MAIN_CONFIGS, "fs_gfllm", "zs_gfllm")
+#: the columns of the Table 2 analogue a notebook shows per pair (the report has what differs and the costs)
+TABLE2_COLUMNS = ("configuration", "n", "F1 [95% CI]", "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)",
+                  "paper (W→GI-T)")
+
+
+def sub_tables(t: ResultTable, columns: tuple[str, ...] | None = None,
+               configs: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``t`` split by its first column (a pair): ``{value: DataFrame of its rows}`` in order, with only
+    ``columns`` (default all) and, with ``configs``, only the rows of those configurations (its
+    ``configuration`` column) — a long table shown whole, one part at a time."""
+    df = t.frame()
+    if configs is not None:
+        df = df[df["configuration"].isin([CONFIGS[c][2] for c in configs])]
+    cols = list(columns or df.columns)
+    return {k: df.loc[[k], cols].reset_index(drop=True) for k in dict.fromkeys(df.index)}
+
+
+def only_configs(t: ResultTable, configs: tuple[str, ...]) -> ResultTable:
+    """``t`` (a table with a row per cell, the cell's name first: ``metaqa1.fs_dense``) kept to the rows of
+    ``configs``, in ``t``'s order: a long per-cell table's main rows."""
+    return table(t.name, t.title, t.columns, [r for r in t.rows if str(r[0]).split(".")[-1] in configs])
+
+
+#: Table 7's main cells: FuSIC(T) few- and zero-shot (the dense retriever) and FuSIC(T,P) few-shot (both)
+T7_MAIN = {"fs_dense": "dense", "zs_dense": "dense", "fs_both": "all retrievers"}
+
+
+def table7_main(t7: ResultTable) -> ResultTable:
+    """The main cells of the Table 7 analogue (:data:`T7_MAIN`, all aspects together): the rows of
+    ``t7`` — the report's table — for FuSIC(T) and FuSIC(T,P), per pair."""
+    rows = sorted((r for r in t7.rows if r[2] == "all aspects" and T7_MAIN.get(r[0].split(".")[1]) == r[1]),
+                  key=lambda r: (list(PAIRS).index(r[0].split(".")[0]), list(T7_MAIN).index(r[0].split(".")[1])))
+    return table("table7_main", "Table 7 analogue, main cells: gold elements (all aspects) not in the top K, the "
+                                "retriever's top k and the LLM's top k (% of questions)", t7.columns, rows)
+
+
+def figure_table7(t7: ResultTable):
+    """A heatmap of :func:`table7_main`: one row per cell, the retrieval error rate (%) in the top K,
+    before and after LLM re-ranking, with the paper's FuSIC(T) few-shot value in the title."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    main = table7_main(t7)
+    labels = [f"{r[0]} ({r[1]}, n={r[3]})" for r in main.rows]
+    values = np.array([[float(c) if c not in ("—", "") else np.nan for c in r[4:]] for r in main.rows])
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(labels) + 1.6))
+    im = ax.imshow(values, cmap="Reds", vmin=0, vmax=100, aspect="auto")
+    for (i, j), v in np.ndenumerate(values):
+        ax.text(j, i, "—" if np.isnan(v) else f"{v:.0f}", ha="center", va="center", fontsize=7,
+                color="white" if v > 60 else "black")
+    ax.set_xticks(range(3), ["top K (10)", "top k, before\nre-ranking", "LLM's top k,\nafter re-ranking"], fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    fig.colorbar(im, ax=ax, label="gold elements missing (% of questions)")
+    paper = PAPER_T7["few-shot"]
+    ax.set_title(f"Table 7 analogue: retrieval error rate (paper, few-shot W→GI-T: TIARA {paper['TIARA']}, "
+                 f"FuSIC(T) {paper['FuSIC-KBQA(T)']})", fontsize=8.5)
+    fig.tight_layout()
+    return fig
+
+
+def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_dense", "fs_both")):
+    """Seconds per question by stage (the report's cost table ``cost``) as stacked bars, one bar per cell of
+    ``configs``, beside the paper's appendix A.5 (GPT-4, one retriever)."""
+    import matplotlib.pyplot as plt
+
+    stages = ("retrieval", "re-rank", "exemplars", "generation", "feedback")
+    rows = sorted((r for r in cost.rows if r[0].split(".")[1] in configs and r[6] != ""),
+                  key=lambda r: (list(PAIRS).index(r[0].split(".")[0]), configs.index(r[0].split(".")[1])))
+    bars = [("paper, A.5 (GPT-4)", [PAPER_STAGE_S["retrieval"], PAPER_STAGE_S["rerank"], 0.0,
+                                    PAPER_STAGE_S["generation"], PAPER_STAGE_S["feedback"]])]
+    bars += [(f"{r[0]} (n={r[1]})", [float(x) for x in r[6:11]]) for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.6))
+    left = [0.0] * len(bars)
+    for k, stage in enumerate(stages):
+        widths = [b[1][k] for b in bars]
+        ax.barh(range(len(bars)), widths, left=left, color=f"C{k}", label=stage)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per question (wall time on 2 shared CPU cores; a call answered from the cache takes none)",
+                  fontsize=8)
+    ax.set_title("Cost per question by stage: FuSIC(T) few- and zero-shot, FuSIC(T,P) few-shot", fontsize=9)
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def _f1_of(records: Records, pair: str, config: str) -> float | None:
+    recs = records(cell_name(pair, config))
+    return 100 * _mean([r["metrics"]["f1"] for r in recs]) if recs else None
+
+
+def _pts(values: list[float | None], sign: bool = False) -> str:
+    return "/".join("—" if v is None else f"{v:+.1f}" if sign else f"{v:.1f}" for v in values)
+
+
+def _paired(records: Records, pair: str, config: str, against: str) -> tuple[float, float, float, int] | None:
+    a, b = records(cell_name(pair, config)), records(cell_name(pair, against))
+    g = paired_gain(a, b, "f1") if a and b else None
+    return g if g and g[3] else None
+
+
+def summary_transfer(records: Records) -> str:
+    """Notebook 21's summary, from the records: FuSIC(T) few-shot on MetaQA and GrailQA-Tech beside the
+    paper's Table 2, what retrieval adds over the naive baseline, KB-BINDER, and where our results go the
+    other way from the paper (zero-shot above few-shot; a second retriever that does not help everywhere);
+    "—" or "not run yet" where a cell has no records."""
+    four = (*METAQA, "gtech")
+    f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
+    zs = _paired(records, "metaqa1", "zs_dense", "fs_dense")
+    both = {p: _paired(records, p, "fs_both", "fs_dense") for p in four}
+    better = [SHORT[p] for p, g in both.items() if g and g[1] > 0]
+    worse = [SHORT[p] for p, g in both.items() if g and g[2] < 0]
+    parts = [f"FuSIC(T) few-shot (one dense retriever, the local 1.5B model) scores answer F1 {f1('fs_dense')} on "
+             f"MetaQA dev (our reported part) 1/2/3-hop and GrailQA-Tech, against the paper's {PAPER['fs_dense'][1]} "
+             f"on {PAPER_COLUMN} with gpt-4-0613.",
+             f"Retrieval carries it: without retrieval (the naive FS-ICL baseline) F1 is {f1('fs_naive')} (the paper: "
+             f"{PAPER['fs_naive'][1]}), and KB-BINDER few-shot scores {f1('kbbinder_fs')} (the paper: "
+             f"{PAPER['kbbinder_fs'][1]}).",
+             "Where ours goes the other way from the paper: "
+             + (f"zero-shot is {format_gain(zs)} points above few-shot on MetaQA 1-hop (paired), where the paper has "
+                f"zero-shot below ({PAPER['zs_dense'][1]} vs {PAPER['fs_dense'][1]}), though on 2/3-hop it falls to "
+                f"{_pts([_f1_of(records, p, 'zs_dense') for p in METAQA[1:]])}" if zs else
+                "zero-shot against few-shot on MetaQA: not run yet")
+             + f"; and a second retriever (BM25 + dense, the paper's (T,P): {PAPER['fs_both'][1]}, above its (T)) "
+             f"helps on {', '.join(better) or 'no pair'} but costs points on {', '.join(worse) or 'no pair'} "
+             "(paired 95% CIs excluding 0)."]
+    three = records(cell_name("metaqa3", "fs_dense"))
+    if three:
+        f3 = funnel(three)
+        parts.append(f"MetaQA 3-hop is lost before the LLM: with the paper's candidate paths of at most 2 relations the "
+                     f"gold path is a candidate for {f3['gold path short enough']} of {f3['n']} questions.")
+    return " ".join(parts)
+
+
+def summary_ablations(records: Records) -> str:
+    """Notebook 22's summary, from the records: Table 3's paired differences per ablation beside the
+    paper's, where ours goes the other way, what the feedback rounds do (and how many repeat their
+    query), and Table 7's error rate before and after the LLM's re-ranking."""
+    pairs = (*METAQA, "gtech")
+    gains = {(g["pair"], g["ablation"]): g["gain"] for g in ablation_gains(records)}
+    hurts = {a: [SHORT[p] for p in pairs if gains[(p, a)] and gains[(p, a)][2] < 0] for a in ABLATIONS}
+    parts = ["Removing one component of FuSIC(T) few-shot changes F1 by (paired, points, MetaQA 1/2/3-hop and "
+             "GrailQA-Tech): " + "; ".join(
+                 f"{CONFIGS[a][2]} {_pts([100 * gains[(p, a)][0] if gains[(p, a)] else None for p in pairs], True)} "
+                 f"(the paper: {float(PAPER[a][1]) - PAPER_FULL_T3:+.1f})" for a in ABLATIONS) + ".",
+             "Where ours goes the other way from the paper, where every ablation costs points: "
+             + "; ".join(f"{CONFIGS[a][2]} costs points (95% CI excluding 0) on "
+                         + (", ".join(hurts[a]) if hurts[a] else "no pair") for a in ABLATIONS) + "."]
+    rep = []
+    for p in METAQA:
+        same, n = feedback_repeats(records(cell_name(p, "fs_dense")))
+        if n:
+            rep.append(f"{'?' if same is None else same} of {n} on {p[-1]}-hop")
+    one = records(cell_name("metaqa1", "fs_dense"))
+    curve = f1_after_rounds(one) if one else None
+    parts.append("Feedback: " + (f"on MetaQA 1-hop F1 goes {_pct(curve[0])} → {_pct(curve[-1])} from round 0 to 4 (the "
+                                 f"paper, (T,P): {PAPER_EGF['few-shot'][0]} → {PAPER_EGF['few-shot'][-1]}); "
+                                 if curve else "")
+                 + ("feedback rounds that repeat the query before them, which cannot change the answer: "
+                    + ", ".join(rep) + "." if rep else "no feedback rounds recorded yet."))
+    t7 = [r for r in table7_main(table7_table(records)).rows if r[0].split(".")[1] == "fs_dense"]
+    if t7:
+        parts.append("Table 7 (FuSIC(T) few-shot, % of questions missing a gold element, the retriever's top k → the "
+                     "LLM's): " + ", ".join(f"{SHORT[r[0].split('.')[0]]} {r[5]} → {r[6]}" for r in t7)
+                     + f"; the paper: TIARA {PAPER_T7['few-shot']['TIARA']} → FuSIC(T) "
+                       f"{PAPER_T7['few-shot']['FuSIC-KBQA(T)']}.")
+    return " ".join(parts)
+
+
+def feedback_rescues(records: Records, pairs: tuple[str, ...] = MINIWORLD,
+                     configs: tuple[str, ...] = ("fs_both", "fs_dense", "fs_bm25", "zs_both", "zs_dense", "zs_bm25")
+                     ) -> list[dict[str, Any]]:
+    """Questions on which execution-guided feedback rescued the query: the first attempt failed, a later
+    one answered and the answer scored F1 = 1 — per cell of ``pairs`` × ``configs`` (the mini-world pairs:
+    our own questions, which a walkthrough may show): cell, qid, each attempt's status, LLM calls."""
+    found = []
+    for p in pairs:
+        for c in configs:
+            for r in records(cell_name(p, c)):
+                a = attempts_of(r)
+                if len(a) > 1 and a[0].get("status") != "ok" and r["metrics"].get("f1") == 1.0:
+                    found.append({"cell": cell_name(p, c), "task": PAIRS[p][0], "qid": r["qid"],
+                                  "attempts": [x.get("status") for x in a], "LLM calls": r["llm"]["calls"]})
+    return found

@@ -17,6 +17,7 @@ question ids), so the report regenerates without the data; :func:`check_ceiling`
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
 from ..methods.keqing import KeqingSettings
 from .core import Cell, Records, Table, keep_prediction, read_json, register, write_json
+from .result_table import ResultTable, table
 
 PAPER = {1: 98.4, 2: 99.9, 3: 99.6}  # Keqing-LLaMA (Ours), LoRA-fine-tuned LLaMA-7B (paper, Table 2; no split named)
 HOPS = (1, 2, 3)
@@ -152,39 +154,70 @@ def check_ceiling(table: Table | None = None) -> list[str]:
     return bad
 
 
-# ---------------------------------------------------------------- reports
-def report(records: Records) -> str:
-    lines = ["# Keqing on MetaQA dev (local model)", "",
-             f"Decomposition and retrieval only (no reasoning call, no response). Records {TABLE.provenance}.", "",
-             "`decomposition acc.`: the chain part (the top-1 templates' chains equal the gold chain); these records "
-             "predate the seed check.", "",
-             "| hops | n | Hits@1 [95% CI] | paper | gold-path ceiling | decomposition acc. (chain) [95% CI] | unparseable | no answer | calls/q | tokens/q | s/q (mean / median) | outside-LLM share |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    failures = []
+# ---------------------------------------------------------------- reports (tables as data, then Markdown)
+def _md(t: ResultTable) -> str:
+    """The table as the report prints it: an empty cell is written ``| |``."""
+    return re.sub(r"\|  (?=\|)", "| ", t.markdown())
+
+
+def _not_run(cells: int, *first: Any, fill: tuple[tuple[int, Any], ...] = ()) -> list[Any]:
+    """A row of ``cells`` cells: ``first`` then empty cells, with ``fill``'s (index, value) set."""
+    row: list[Any] = [*first] + [""] * (cells - len(first))
+    for i, v in fill:
+        row[i] = v
+    return row
+
+
+DECOMPOSITION_ONLY_COLUMNS = ("hops", "n", "Hits@1 [95% CI]", "paper", "gold-path ceiling",
+                              "decomposition acc. (chain) [95% CI]", "unparseable", "no answer", "calls/q", "tokens/q",
+                              "s/q (mean / median)", "outside-LLM share")
+
+
+def metaqa_tables(records: Records) -> dict[str, ResultTable]:
+    """keqing_metaqa's table as data: per hop Hits@1, the paper, the ceiling, decomposition accuracy, costs."""
+    body = []
     for h in HOPS:
         name = f"keqing_metaqa_{h}hop"
         recs = records(name)
         if not recs:
-            lines.append(f"| {h} | 0 | (not run: {name}.jsonl) | {PAPER[h] / 100:.3f} | | | | | | | | |")
+            body.append(_not_run(len(DECOMPOSITION_ONLY_COLUMNS), h, 0, f"(not run: {name}.jsonl)",
+                                 f"{PAPER[h] / 100:.3f}"))
             continue
         row = summarize(recs)
         checks = [c["correct"] for r in recs if (c := decomposition_of(r))]
         dm, dlo, dhi = bootstrap_ci([float(c) for c in checks])
         unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d["error"] == "fallback")
         ceil, _ = ceiling(records, h, {r["qid"] for r in recs})
-        lines.append(f"| {h} | {row['n']} | {row['hits@1']:.3f} [{row['hits@1_ci'][0]:.3f}, {row['hits@1_ci'][1]:.3f}] | "
-                     f"{PAPER[h] / 100:.3f} | {ceil:.3f} | {dm:.3f} [{dlo:.3f}, {dhi:.3f}] | {unparse} | "
-                     f"{sum(1 for r in recs if not r['prediction'])} | {row['calls/q']:.2f} | {row['tokens/q']:.0f} | "
-                     f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f} | {row['outside_share']:.2f} |")
-        for r in recs:
+        body.append([h, row["n"], f"{row['hits@1']:.3f} [{row['hits@1_ci'][0]:.3f}, {row['hits@1_ci'][1]:.3f}]",
+                     f"{PAPER[h] / 100:.3f}", f"{ceil:.3f}", f"{dm:.3f} [{dlo:.3f}, {dhi:.3f}]", unparse,
+                     sum(1 for r in recs if not r["prediction"]), f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}",
+                     f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f}",
+                     f"{row['outside_share']:.2f}"])
+    return {"decomposition_only": table("decomposition_only", "Keqing on MetaQA dev (our reported part), "
+                                        "decomposition and retrieval only", DECOMPOSITION_ONLY_COLUMNS, body)}
+
+
+def wrong_sequences(records: Records) -> list[tuple[int, str, str, int]]:
+    """(hops, predicted, gold, how often) of the decomposition-only run's wrong template sequences, most frequent first."""
+    failures = []
+    for h in HOPS:
+        for r in records(f"keqing_metaqa_{h}hop"):
             c = decomposition_of(r)
             if c and not c["correct"]:
                 failures.append((h, " / ".join(c["predicted_chain"]) or "(none)", " / ".join(c["gold_chain"])))
-    lines += ["", "s/q is wall time per question on 2 cores; the mean includes stretches where another job shared",
-              "the cores (the median is closer to an undisturbed run).", "",
-              "Most frequent wrong template sequences (predicted ← gold):", ""]
-    for (h, p, g), n in Counter(failures).most_common(12):
-        lines.append(f"- {h}-hop ×{n}: `{p}` ← `{g}`")
+    return [(h, p, g, n) for (h, p, g), n in Counter(failures).most_common(12)]
+
+
+def report(records: Records) -> str:
+    t = metaqa_tables(records)
+    lines = ["# Keqing on MetaQA dev (local model)", "",
+             f"Decomposition and retrieval only (no reasoning call, no response). Records {TABLE.provenance}.", "",
+             "`decomposition acc.`: the chain part (the top-1 templates' chains equal the gold chain); these records "
+             "predate the seed check.", "", _md(t["decomposition_only"]),
+             "", "s/q is wall time per question on 2 cores; the mean includes stretches where another job shared",
+             "the cores (the median is closer to an undisturbed run).", "",
+             "Most frequent wrong template sequences (predicted ← gold):", ""]
+    lines += [f"- {h}-hop ×{n}: `{p}` ← `{g}`" for h, p, g, n in wrong_sequences(records)]
     return "\n".join(lines) + "\n"
 
 
@@ -200,24 +233,21 @@ def _decomposition(r: dict[str, Any]) -> dict[str, Any] | None:
     return d if d is not None else stage(r, "decomposition_check")
 
 
-def report_full(records: Records) -> str:
-    """The four-stage pipeline against the decomposition-only run on the same questions."""
+FOUR_STAGES_COLUMNS = ("hops", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "paper", "gold-path ceiling", "decomposition only",
+                       "gain [95% CI]", "decomposition acc. (chain)", "seed linked right")
+
+
+def _full_rows(records: Records) -> tuple[dict[int, list[dict[str, Any]]], ResultTable]:
+    """The four stages' records per hop that have run, and their table against decomposition only."""
     from .core import get_table
 
     dec_only = Records(get_table("keqing_metaqa"))
-    lines = ["# Keqing, the paper's four stages, on MetaQA dev (local model)", "",
-             "Default settings (candidate selection by the LLM, then a response). `decomposition only`: the",
-             "`keqing_metaqa` run on the same questions; gains in points with a paired bootstrap 95% CI. The paper's",
-             "column: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table",
-             "names no split).", "",
-             "| hops | n | Hits@1 [95% CI] | F1 [95% CI] | paper | gold-path ceiling | decomposition only | gain [95% CI] | "
-             "decomposition acc. (chain) | seed linked right |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    rows = {}
+    body, rows = [], {}
     for h in HOPS:
         recs = records(f"keqing_full_{h}hop")
         if not recs:
-            lines.append(f"| {h} | 0 | (not run: keqing_full_{h}hop.jsonl) | | {PAPER[h] / 100:.3f} | | | | | |")
+            body.append(_not_run(len(FOUR_STAGES_COLUMNS), h, 0, f"(not run: keqing_full_{h}hop.jsonl)",
+                                 fill=((4, f"{PAPER[h] / 100:.3f}"),)))
             continue
         rows[h] = recs
         qids = {r["qid"] for r in recs}
@@ -229,17 +259,16 @@ def report_full(records: Records) -> str:
         chain = _rate([float(c.get("chain_correct", c.get("correct"))) for c in checks]) if checks else "—"
         seeds = [float(c["seed_correct"]) for c in checks if "seed_correct" in c]
         seed = f"{_rate(seeds)} (n={len(seeds)})" if seeds else "not in these records"
-        lines.append(f"| {h} | {len(recs)} | {_rate([r['metrics']['hits@1'] for r in recs])} | "
-                     f"{_rate([r['metrics']['f1'] for r in recs])} | {PAPER[h] / 100:.3f} | "
-                     f"{f'{ceil:.3f}' if n_ceil else '— (needs KGQA_DATA_DIR)'} | {base_hits} | {gain} | {chain} | {seed} |")
-    lines += ["", "## Candidate reasoning and response", "",
-              "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions "
-              "whose candidates hold a gold answer; `precision` — selected candidates that are gold; `recall` — gold "
-              "candidates that were selected (both pooled over the questions whose trace lists every candidate); `response names the top answer` — lenient "
-              "check: the normalised top answer occurs in the response text.", "",
-              "| hops | gold among candidates | gold selected | selection precision | selection recall | "
-              "fell back to all (empty / unmatched / over bound) | response names the top answer |",
-              "|---|---|---|---|---|---|---|"]
+        body.append([h, len(recs), _rate([r["metrics"]["hits@1"] for r in recs]), _rate([r["metrics"]["f1"] for r in recs]),
+                     f"{PAPER[h] / 100:.3f}", f"{ceil:.3f}" if n_ceil else "— (needs KGQA_DATA_DIR)", base_hits, gain,
+                     chain, seed])
+    return rows, table("four_stages", "The four stages against decomposition only (MetaQA dev, our reported part)",
+                       FOUR_STAGES_COLUMNS, body)
+
+
+def selection_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
+    """Candidate reasoning over the last sub-question and the response, per hop."""
+    body = []
     for h, recs in rows.items():
         sel = [r.get("selection") or {} for r in recs]
         with_gold = [s for s in sel if s.get("n_gold")]
@@ -252,28 +281,61 @@ def report_full(records: Records) -> str:
         fb = Counter(x.get("error") for x in steps)
         over = sum(1 for x in steps if x.get("over_bound"))
         top1 = sum(1 for r in recs if (r.get("response_check") or {}).get("names_top1")) / len(recs)
-        lines.append(f"| {h} | {in_cands:.3f} | {selected:.3f} | {prec:.3f} | {rec:.3f} (n={len(full_list)}) | "
-                     f"{fb.get('select_empty', 0)} / {fb.get('select_unmatched', 0)} / {over} of {len(steps)} sub-questions | "
-                     f"{top1:.3f} |")
-    lines += _bound_and_goal(rows, records)
-    lines += _disagreements(rows, dec_only)
-    lines += ["", "## Cost", "",
-              "`single-candidate calls`: selection calls over one candidate entity, which cannot change the answer (an "
-              "empty or unmatched selection falls back to it); the method no longer makes them, so `calls/q without them` "
-              "is what the current code spends on these questions.", "",
-              "| hops | calls/q (decompose + reasoning + respond) | single-candidate calls/q | calls/q without them | "
-              "tokens/q | s/q (mean / median) |",
-              "|---|---|---|---|---|---|"]
+        body.append([h, f"{in_cands:.3f}", f"{selected:.3f}", f"{prec:.3f}", f"{rec:.3f} (n={len(full_list)})",
+                     f"{fb.get('select_empty', 0)} / {fb.get('select_unmatched', 0)} / {over} of {len(steps)} sub-questions",
+                     f"{top1:.3f}"])
+    return table("selection", "Candidate reasoning and response",
+                 ["hops", "gold among candidates", "gold selected", "selection precision", "selection recall",
+                  "fell back to all (empty / unmatched / over bound)", "response names the top answer"], body)
+
+
+def cost_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
+    """Calls by stage, the single-candidate selection calls the method no longer makes, tokens, seconds."""
+    body = []
     for h, recs in rows.items():
         row = summarize(recs)
         calls = {k: sum((r.get("stages") or {}).get("calls", {}).get(k, 0) for r in recs) / len(recs)
                  for k in ("decompose", "reasoning", "respond")}
         single = sum(1 for r in recs for x in r.get("reasoning") or []
                      if x.get("mode") == "select" and x.get("n_candidates") == 1 and (x.get("calls") or 0) > 0) / len(recs)
-        lines.append(f"| {h} | {row['calls/q']:.2f} ({calls['decompose']:.2f} + {calls['reasoning']:.2f} + "
-                     f"{calls['respond']:.2f}) | {single:.2f} | {row['calls/q'] - single:.2f} | {row['tokens/q']:.0f} | "
-                     f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f} |")
-    lines += ["", "s/q is wall time per question on 2 cores, including stretches where other jobs shared the cores."]
+        body.append([h, f"{row['calls/q']:.2f} ({calls['decompose']:.2f} + {calls['reasoning']:.2f} + "
+                        f"{calls['respond']:.2f})", f"{single:.2f}", f"{row['calls/q'] - single:.2f}",
+                     f"{row['tokens/q']:.0f}",
+                     f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f}"])
+    return table("cost", "Cost", ["hops", "calls/q (decompose + reasoning + respond)", "single-candidate calls/q",
+                                  "calls/q without them", "tokens/q", "s/q (mean / median)"], body)
+
+
+def full_tables(records: Records) -> dict[str, ResultTable]:
+    """Every table of the keqing_full report, as data (``.frame()`` for a notebook, Markdown for the report)."""
+    from .core import get_table
+
+    rows, four = _full_rows(records)
+    dec_only = Records(get_table("keqing_metaqa"))
+    out = [four, selection_table(rows), bound_table(rows), goal_table(rows, records),
+           disagreements_table(rows, dec_only), cost_table(rows)]
+    return {t.name: t for t in out}
+
+
+def report_full(records: Records) -> str:
+    """The four-stage pipeline against the decomposition-only run on the same questions."""
+    t = full_tables(records)
+    lines = ["# Keqing, the paper's four stages, on MetaQA dev (local model)", "",
+             "Default settings (candidate selection by the LLM, then a response). `decomposition only`: the",
+             "`keqing_metaqa` run on the same questions; gains in points with a paired bootstrap 95% CI. The paper's",
+             "column: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table",
+             "names no split).", "", _md(t["four_stages"]),
+             "", "## Candidate reasoning and response", "",
+             "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions "
+             "whose candidates hold a gold answer; `precision` — selected candidates that are gold; `recall` — gold "
+             "candidates that were selected (both pooled over the questions whose trace lists every candidate); `response names the top answer` — lenient "
+             "check: the normalised top answer occurs in the response text.", "", _md(t["selection"])]
+    lines += _bound_lines(t["bound"]) + _goal_lines(t["goal"]) + _disagreement_lines(t["disagreements"])
+    lines += ["", "## Cost", "",
+              "`single-candidate calls`: selection calls over one candidate entity, which cannot change the answer (an "
+              "empty or unmatched selection falls back to it); the method no longer makes them, so `calls/q without them` "
+              "is what the current code spends on these questions.", "", _md(t["cost"]),
+              "", "s/q is wall time per question on 2 cores, including stretches where other jobs shared the cores."]
     return "\n".join(lines) + "\n"
 
 
@@ -285,30 +347,40 @@ def calls_now(r: dict[str, Any]) -> int:
     return int(r["llm"]["calls"]) - single
 
 
-def _bound_and_goal(rows: dict[int, list[dict[str, Any]]], records: Records) -> list[str]:
-    """What the selection bound costs (questions with a sub-question over it against the others), and
-    the issue's goal per hop: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question."""
-    lines = ["", "## The selection bound", "",
-             "A selection call shows at most `reason_max` candidate facts (default 40). Above it, several chain groups "
-             "are first narrowed by the group choice (one more call; never at K = 1, which gives one group); if still "
-             "above, every candidate is kept without a selection call (`over_bound`). Questions with at "
-             "least one sub-question over the bound against the others (Hits@1; the ceiling is per hop, not per "
-             "question, so this compares question kinds, not the bound alone).", "",
-             "| hops | over the bound: n | Hits@1 | calls/q | within it: n | Hits@1 | calls/q |", "|---|---|---|---|---|---|---|"]
+def bound_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
+    """Questions with a sub-question over the selection bound against the others, per hop."""
+    body = []
     for h, recs in rows.items():
         over = [r for r in recs if any(x.get("over_bound") for x in r.get("reasoning") or [])]
         within = [r for r in recs if r not in over]
-        cell = lambda rs: (f"{len(rs)} | {np.mean([r['metrics']['hits@1'] for r in rs]):.3f} | "  # noqa: E731
-                           f"{np.mean([r['llm']['calls'] for r in rs]):.2f}") if rs else f"{len(rs)} | — | —"
-        lines.append(f"| {h} | {cell(over)} | {cell(within)} |")
-    lines += ["", "## The goal: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question", "",
-              "`calls/q`: what the current code spends on these questions (the recorded calls less the single-candidate "
-              "selection calls it no longer makes, which cannot change the answer). `within 2 points` counts a gap of "
-              "exactly 2.0 as within.", "",
-              "| hops | Hits@1 | ceiling | ours − ceiling (points) | calls/q | met |", "|---|---|---|---|---|---|"]
-    for h, recs in rows.items():
-        lines.append(f"| {h} | {_goal_cells(recs, *ceiling(records, h, {r['qid'] for r in recs}))}")
-    return lines
+        cell = lambda rs: ([len(rs), f"{np.mean([r['metrics']['hits@1'] for r in rs]):.3f}",  # noqa: E731
+                            f"{np.mean([r['llm']['calls'] for r in rs]):.2f}"] if rs else [len(rs), "—", "—"])
+        body.append([h, *cell(over), *cell(within)])
+    return table("bound", "The selection bound", ["hops", "over the bound: n", "Hits@1", "calls/q", "within it: n",
+                                                  "Hits@1", "calls/q"], body)
+
+
+def goal_table(rows: dict[int, list[dict[str, Any]]], records: Records) -> ResultTable:
+    """Per hop: Hits@1 against the gold-path ceiling and the calls the current code makes."""
+    body = [[h, *_goal_cells(recs, *ceiling(records, h, {r["qid"] for r in recs}))] for h, recs in rows.items()]
+    return table("goal", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+                 ["hops", "Hits@1", "ceiling", "ours − ceiling (points)", "calls/q", "met"], body)
+
+
+def _bound_lines(t: ResultTable) -> list[str]:
+    return ["", "## The selection bound", "",
+            "A selection call shows at most `reason_max` candidate facts (default 40). Above it, several chain groups "
+            "are first narrowed by the group choice (one more call; never at K = 1, which gives one group); if still "
+            "above, every candidate is kept without a selection call (`over_bound`). Questions with at "
+            "least one sub-question over the bound against the others (Hits@1; the ceiling is per hop, not per "
+            "question, so this compares question kinds, not the bound alone).", "", *_md(t).splitlines()]
+
+
+def _goal_lines(t: ResultTable) -> list[str]:
+    return ["", "## The goal: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question", "",
+            "`calls/q`: what the current code spends on these questions (the recorded calls less the single-candidate "
+            "selection calls it no longer makes, which cannot change the answer). `within 2 points` counts a gap of "
+            "exactly 2.0 as within.", "", *_md(t).splitlines()]
 
 
 def _chain(r: dict[str, Any], which: str) -> str:
@@ -331,26 +403,42 @@ def lost_cause(full: dict[str, Any], base: dict[str, Any]) -> str:
     return "gold selected, not first"
 
 
-def _disagreements(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> list[str]:
-    """Per hop: the questions the four stages and decomposition only disagree on, the cause of each
-    loss (:func:`lost_cause`) and the gold relation chains of the losses."""
-    lines = ["", "## Where the four stages and decomposition only disagree", "",
-             "Same questions, Hits@1. `lost`: right with decomposition only, wrong with the four stages; `won`: the "
-             "reverse. Causes of the losses from the records (the decomposition differs; a selection before the last "
-             "sub-question dropped every path to a gold answer; the last selection left the gold answers out; gold "
-             "selected but not ranked first), and the gold relation chains of the lost questions (`^r`: the relation "
-             "walked backwards).", "",
-             "| hops | paired n | lost | won | causes of the losses | gold chains of the losses |", "|---|---|---|---|---|---|"]
+def disagreement_counts(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> dict[int, dict[str, Any]]:
+    """Per hop: paired questions, lost and won against decomposition only, the causes of the losses
+    (:func:`lost_cause`) and the gold chains of the lost questions (Counters)."""
+    out = {}
     for h, recs in rows.items():
         base = {r["qid"]: r for r in dec_only(f"keqing_metaqa_{h}hop")}
         pairs = [(r, base[r["qid"]]) for r in recs if r["qid"] in base]
         lost = [(f, b) for f, b in pairs if b["metrics"]["hits@1"] == 1.0 and f["metrics"]["hits@1"] != 1.0]
-        won = sum(1 for f, b in pairs if f["metrics"]["hits@1"] == 1.0 and b["metrics"]["hits@1"] != 1.0)
-        causes = Counter(lost_cause(f, b) for f, b in lost)
-        chains = Counter(_chain(f, "gold_chain") for f, _ in lost)
-        fmt = lambda c: "; ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"  # noqa: E731
-        lines.append(f"| {h} | {len(pairs)} | {len(lost)} | {won} | {fmt(causes)} | {fmt(chains)} |")
-    return lines
+        out[h] = {"paired": len(pairs), "lost": len(lost),
+                  "won": sum(1 for f, b in pairs if f["metrics"]["hits@1"] == 1.0 and b["metrics"]["hits@1"] != 1.0),
+                  "causes": Counter(lost_cause(f, b) for f, b in lost),
+                  "chains": Counter(_chain(f, "gold_chain") for f, _ in lost)}
+    return out
+
+
+def disagreements_table(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> ResultTable:
+    fmt = lambda c: "; ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"  # noqa: E731
+    body = [[h, d["paired"], d["lost"], d["won"], fmt(d["causes"]), fmt(d["chains"])]
+            for h, d in disagreement_counts(rows, dec_only).items()]
+    return table("disagreements", "Where the four stages and decomposition only disagree",
+                 ["hops", "paired n", "lost", "won", "causes of the losses", "gold chains of the losses"], body)
+
+
+def _disagreement_lines(t: ResultTable) -> list[str]:
+    return ["", "## Where the four stages and decomposition only disagree", "",
+            "Same questions, Hits@1. `lost`: right with decomposition only, wrong with the four stages; `won`: the "
+            "reverse. Causes of the losses from the records (the decomposition differs; a selection before the last "
+            "sub-question dropped every path to a gold answer; the last selection left the gold answers out; gold "
+            "selected but not ranked first), and the gold relation chains of the lost questions (`^r`: the relation "
+            "walked backwards).", "", *_md(t).splitlines()]
+
+
+def _disagreements(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> list[str]:
+    """Per hop: the questions the four stages and decomposition only disagree on, the cause of each
+    loss (:func:`lost_cause`) and the gold relation chains of the losses (the report's lines)."""
+    return _disagreement_lines(disagreements_table(rows, dec_only))
 
 
 def _cells(prefix: str, args: tuple[str, ...]) -> tuple[Cell, ...]:
@@ -385,7 +473,15 @@ PARTS = (("keqing_dense", f"dense_supplement={DENSE_N}", f"dense supplement, {DE
          ("keqing_released", "pipeline=released", "as released by its authors (1-hop facts, no response)"))
 
 
-def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, Any]], chains: bool = True) -> str:
+ABLATION_COLUMNS = ("configuration", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "gain over default", "chain right / seed right",
+                    "candidates / sub-q", "over the bound: group choice first / kept all / of", "reasoning calls/q",
+                    "calls/q", "tokens/q", "s/q (cached calls/q)")
+DEFAULT_LABEL = "K = 1, decomposition (default)"
+CHAIN_LABEL = "logical chain directly (Fig. 6)"
+LAST_LABEL = "selection on the last sub-question only"
+
+
+def _ablation_cells(label: str, recs: list[dict[str, Any]], base: list[dict[str, Any]], chains: bool = True) -> list[Any]:
     """One configuration's row; ``chains=False`` for a pipeline without templates (the released code),
     whose decomposition has a seed to check but no template chain."""
     row = summarize(recs)
@@ -404,18 +500,59 @@ def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, A
     dec = (f"{np.mean([bool(d.get('chain_correct', d.get('correct'))) for d in decs]):.2f} / " if chains else "— / ") + (
            f"{f'{np.mean(seeds):.2f}' if seeds else '—'} (n={len(decs)}"
            f"{'' if len(seeds) in (0, len(decs)) else f' / {len(seeds)}'})") if decs else "—"
-    return (f"| {label} | {row['n']} | {_rate([r['metrics']['hits@1'] for r in recs])} | "
-            f"{_rate([r['metrics']['f1'] for r in recs])} | {gain} | {dec} | "
-            f"{(sum(n_cands) / len(n_cands)) if n_cands else 0:.1f} | {bound} | {calls:.2f} | {row['calls/q']:.2f} | "
-            f"{row['tokens/q']:.0f} | {row['s/q']:.1f} ({row['cache_hits'] / row['n']:.2f}) |")
+    return [label, row["n"], _rate([r["metrics"]["hits@1"] for r in recs]), _rate([r["metrics"]["f1"] for r in recs]),
+            gain, dec, f"{(sum(n_cands) / len(n_cands)) if n_cands else 0:.1f}", bound, f"{calls:.2f}",
+            f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f} ({row['cache_hits'] / row['n']:.2f})"]
+
+
+def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, Any]], chains: bool = True) -> str:
+    """One configuration's row of the report (:func:`_ablation_cells`)."""
+    return "| " + " | ".join(str(c) for c in _ablation_cells(label, recs, base, chains)) + " |"
+
+
+def _hop_runs(records: Records, full: Records, h: int) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The ablation cells of one hop (label → records) and the default's records on their questions."""
+    runs = {f"K = {k}": records(f"keqing_k{k}_{h}hop") for k in KS}
+    runs[CHAIN_LABEL] = records(f"keqing_chain_{h}hop")
+    if h > 1:  # one sub-question: the same as the default
+        runs[LAST_LABEL] = records(f"keqing_last_{h}hop")
+    for prefix, _, label in PARTS:
+        runs[label] = records(f"{prefix}_{h}hop")
+    qids = set().union(*({r["qid"] for r in v} for v in runs.values()))
+    base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if qids else []
+    return runs, base
+
+
+def ablation_tables(records: Records) -> dict[str, ResultTable]:
+    """The keqing_ablations report's tables as data: every configuration per hop (a bold ``**h-hop**``
+    row heads each hop: :func:`by_hop` makes it an index level), the ceiling goal, the parts beside the default."""
+    from .core import get_table
+
+    full = Records(get_table("keqing_full"))
+    body: list[list[Any]] = []
+    goal: list[list[Any]] = []
+    for h in HOPS:
+        runs, base = _hop_runs(records, full, h)
+        body.append(_not_run(len(ABLATION_COLUMNS), f"**{h}-hop**"))
+        if base:
+            body.append(_ablation_cells(DEFAULT_LABEL, base, []))
+        for label, recs in runs.items():
+            body.append(_ablation_cells(label, recs, base, chains=label != PARTS[2][2]) if recs else
+                        _not_run(len(ABLATION_COLUMNS), label, 0, "not run yet"))
+        complete = [(lb, rs) for lb, rs in [(DEFAULT_LABEL, base), *runs.items()] if len(rs) >= ABLATION_SAMPLE]
+        if complete:
+            ceil, n_ceil = ceiling(records, h, {r["qid"] for r in complete[0][1]})
+            goal += [[h, lb, *_goal_cells(rs, ceil, n_ceil)] for lb, rs in complete]
+    return {"ablations": table("ablations", "Keqing ablations on MetaQA dev (our reported part)", ABLATION_COLUMNS, body),
+            "goal": table("goal", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+                          ["hops", "configuration", "Hits@1", "ceiling", "− ceiling (points)", "calls/q", "met"], goal),
+            "parts": parts_table(records, full)}
 
 
 def report_ablations(records: Records) -> str:
     """Fig. 5's K-curve and Fig. 6's decompose-vs-chain on MetaQA, each paired against the default
     (K = 1, decomposition: the keqing_full records of the same questions)."""
-    from .core import get_table
-
-    full = Records(get_table("keqing_full"))
+    t = ablation_tables(records)
     lines = ["# Keqing ablations on MetaQA dev (local model): Fig. 5's K, Fig. 6's logical chain directly, the dense "
              "supplement, candidates as text, the released code", "",
              f"{ABLATION_SAMPLE} questions per hop (a subset of keqing_full's {SAMPLE}); every other setting is the "
@@ -448,37 +585,12 @@ def report_ablations(records: Records) -> str:
              "authors` (`pipeline=released`, the released code's `chat.py`): after the same decomposition, every 1-hop "
              "fact of each seed instead of templates and chains, one reasoning call per seed whose facts hold several "
              "relations, and no response (its chain column reads `—`: it matches no template).", "",
-             "| configuration | n | Hits@1 [95% CI] | F1 [95% CI] | gain over default | chain right / seed right | "
-             "candidates / sub-q | over the bound: group choice first / kept all / of | reasoning calls/q | calls/q | tokens/q | s/q (cached calls/q) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    goal: list[str] = []
-    for h in HOPS:
-        runs = {f"K = {k}": records(f"keqing_k{k}_{h}hop") for k in KS}
-        runs["logical chain directly (Fig. 6)"] = records(f"keqing_chain_{h}hop")
-        if h > 1:  # one sub-question: the same as the default
-            runs["selection on the last sub-question only"] = records(f"keqing_last_{h}hop")
-        for prefix, _, label in PARTS:
-            runs[label] = records(f"{prefix}_{h}hop")
-        qids = set().union(*({r["qid"] for r in v} for v in runs.values()))
-        base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if qids else []
-        lines.append(f"| **{h}-hop** | | | | | | | | | | | |")
-        if base:
-            lines.append(_ablation_row("K = 1, decomposition (default)", base, []))
-        for label, recs in runs.items():
-            lines.append(_ablation_row(label, recs, base, chains=label != PARTS[2][2]) if recs else
-                         f"| {label} | 0 | not run yet | | | | | | | | | |")
-        complete = [(lb, rs) for lb, rs in [("K = 1, decomposition (default)", base), *runs.items()]
-                    if len(rs) >= ABLATION_SAMPLE]
-        if complete:
-            ceil, n_ceil = ceiling(records, h, {r["qid"] for r in complete[0][1]})
-            goal += [f"| {h} | {lb} | {_goal_cells(rs, ceil, n_ceil)}" for lb, rs in complete]
-    lines += ["", "## The goal on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
-              "", "The issue's goal for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
-              "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above (what the "
-              "current code makes). A gap of exactly 2.0 counts as within.", "",
-              "| hops | configuration | Hits@1 | ceiling | − ceiling (points) | calls/q | met |",
-              "|---|---|---|---|---|---|---|", *goal]
-    return "\n".join(lines + _parts(records, full)) + "\n"
+             _md(t["ablations"]),
+             "", "## The goal on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+             "", "The issue's goal for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
+             "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above (what the "
+             "current code makes). A gap of exactly 2.0 counts as within.", "", _md(t["goal"])]
+    return "\n".join(lines + _parts_lines(t["parts"])) + "\n"
 
 
 def supplement_stats(recs: list[dict[str, Any]]) -> str:
@@ -494,25 +606,16 @@ def supplement_stats(recs: list[dict[str, Any]]) -> str:
             f"{last} of {len(recs)} questions answered with one")
 
 
-def _parts(records: Records, full: Records) -> list[str]:
+def parts_table(records: Records, full: Records) -> ResultTable:
     """The dense supplement, the text format and the released code, each against the default on the same
     questions: paired Hits@1, and what each changes (the supplement's share of the answers; the released
     code's reasoning calls and facts over its bound)."""
-    lines = ["", "## The dense supplement, candidates as text and the released code, beside the default", "",
-             "Each configuration against the default (the four stages with K = 1, the keqing_full records) on the "
-             "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI. `what it "
-             "changed`: for the supplement, its candidates per sub-question it joined and the answers it gave; for the "
-             "text format, the selection calls; for the released code, its reasoning calls (one per seed with facts of "
-             "several relations, at most "
-             f"{KeqingSettings().released_seeds} seeds per sub-question) and the sub-questions with a seed whose facts "
-             f"were over its bound of {KeqingSettings().released_facts} per call.", "",
-             "| hops | configuration | paired n | default Hits@1 | Hits@1 | difference [95% CI] | what it changed |",
-             "|---|---|---|---|---|---|---|"]
+    body = []
     for h in HOPS:
         for prefix, setting, label in PARTS:
             recs = records(f"{prefix}_{h}hop")
             if not recs:
-                lines.append(f"| {h} | {label} | 0 | | not run yet (`{prefix}_{h}hop`, `--set {setting}`) | | |")
+                body.append([h, label, 0, "", f"not run yet (`{prefix}_{h}hop`, `--set {setting}`)", "", ""])
                 continue
             qids = {r["qid"] for r in recs}
             base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids]
@@ -527,22 +630,40 @@ def _parts(records: Records, full: Records) -> list[str]:
                 what = (f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} reasoning calls/q; "
                         f"{sum(1 for x in steps if x.get('over_bound'))} sub-questions with a seed over the bound")
             hits = f"{np.mean([r['metrics']['hits@1'] for r in base]):.3f}" if base else "—"
-            lines.append(f"| {h} | {label} | {len(mine)} | {hits} | "
-                         f"{np.mean([r['metrics']['hits@1'] for r in mine]) if mine else float('nan'):.3f} | "
-                         f"{format_gain(paired_gain(recs, base, 'hits@1')) if base else '—'} | {what} |")
-    return lines
+            body.append([h, label, len(mine), hits,
+                         f"{np.mean([r['metrics']['hits@1'] for r in mine]) if mine else float('nan'):.3f}",
+                         format_gain(paired_gain(recs, base, "hits@1")) if base else "—", what])
+    return table("parts", "The dense supplement, candidates as text and the released code, beside the default",
+                 ["hops", "configuration", "paired n", "default Hits@1", "Hits@1", "difference [95% CI]",
+                  "what it changed"], body)
 
 
-def _goal_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> str:
-    """`Hits@1 | ceiling | − ceiling | calls/q | met |` of the goal: within 2 points of the gold-path
+def _parts_lines(t: ResultTable) -> list[str]:
+    return ["", "## The dense supplement, candidates as text and the released code, beside the default", "",
+            "Each configuration against the default (the four stages with K = 1, the keqing_full records) on the "
+            "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI. `what it "
+            "changed`: for the supplement, its candidates per sub-question it joined and the answers it gave; for the "
+            "text format, the selection calls; for the released code, its reasoning calls (one per seed with facts of "
+            "several relations, at most "
+            f"{KeqingSettings().released_seeds} seeds per sub-question) and the sub-questions with a seed whose facts "
+            f"were over its bound of {KeqingSettings().released_facts} per call.", "", *_md(t).splitlines()]
+
+
+def _parts(records: Records, full: Records) -> list[str]:
+    """The report's section on the parts beyond the figures (:func:`parts_table`)."""
+    return _parts_lines(parts_table(records, full))
+
+
+def _goal_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> list[Any]:
+    """`Hits@1 | ceiling | − ceiling | calls/q | met` of the goal: within 2 points of the gold-path
     ceiling (a gap of exactly 2.0 is within) at ≤ 3 LLM calls per question (what the current code makes)."""
     hits = float(np.mean([r["metrics"]["hits@1"] for r in recs]))
     calls = float(np.mean([calls_now(r) for r in recs]))
     if not n_ceil:
-        return f"{hits:.3f} | — (needs KGQA_DATA_DIR) | | {calls:.2f} | — |"
+        return [f"{hits:.3f}", "— (needs KGQA_DATA_DIR)", "", f"{calls:.2f}", "—"]
     gap = round(100 * (hits - ceil), 1)
     why = [w for w, bad in (("accuracy", gap < -2.0), ("calls", calls > 3.0)) if bad]
-    return f"{hits:.3f} | {ceil:.3f} | {gap:+.1f} | {calls:.2f} | {'yes' if not why else 'no (' + ', '.join(why) + ')'} |"
+    return [f"{hits:.3f}", f"{ceil:.3f}", f"{gap:+.1f}", f"{calls:.2f}", "yes" if not why else "no (" + ", ".join(why) + ")"]
 
 
 ABLATION_CELLS = tuple(
@@ -572,3 +693,188 @@ TABLE_ABLATIONS = register(Table(
     records="keqing_ablations", source="Keqing paper, Fig. 5 and Fig. 6, sec. 3.2 and 3.3; its authors' released code",
     extra_files=(CEILING_FILE,),
 ))
+
+
+# ---------------------------------------------------------------- for the notebooks: tables, figure data, summaries
+BUILDERS = {"keqing_metaqa": metaqa_tables, "keqing_full": full_tables, "keqing_ablations": ablation_tables}
+FIG5_ROWS = (DEFAULT_LABEL, *(f"K = {k}" for k in KS))  # the ablations table's rows of Fig. 5, and of Fig. 6:
+FIG6_ROWS = (DEFAULT_LABEL, CHAIN_LABEL)
+
+
+def frames(name: str) -> dict[str, Any]:
+    """The report tables of ``keqing_metaqa``, ``keqing_full`` or ``keqing_ablations`` as DataFrames, from the
+    saved records of the cells that hold their planned questions (a cell still running reads not run yet)."""
+    from .core import get_table
+    from .overview import complete_records
+    from .result_table import frames as to_frames
+
+    return to_frames(list(BUILDERS[name](complete_records(get_table(name))).values()))
+
+
+def by_hop(df):
+    """A report frame whose hop groups are bold rows (``**2-hop**``, as in the ablations table) indexed by
+    (hops, row label) instead, the bold rows dropped."""
+    import pandas as pd
+
+    labels = pd.Series(df.index, index=range(len(df)))
+    hops = labels.str.extract(r"^\*\*(\d+)-hop\*\*$")[0].ffill()
+    keep = ~labels.str.startswith("**").to_numpy()
+    out = df[keep].copy()
+    out.index = pd.MultiIndex.from_arrays([hops[keep].astype(int).to_numpy(), labels[keep].to_numpy()],
+                                          names=["hops", df.index.name])
+    return out
+
+
+def stored_ceiling(table: Table, hops: int, qids: set[str]) -> float | None:
+    """The gold-path ceiling stored for exactly these questions (read only: never computed here), or None."""
+    entry = read_json(Records(table).folder / CEILING_FILE).get(f"{hops}hop")
+    return float(entry["hits@1"]) if entry and entry.get("qids") == qids_key(qids) else None
+
+
+def ablation_points():
+    """Fig. 5 and Fig. 6 as numbers, from the complete ablation cells: per hop the default (K = 1,
+    decomposition: keqing_full on the same questions), each K and the logical chain directly, with n,
+    Hits@1 and its 95% CI, the paired difference from the default and its 95% CI (points), candidates
+    per sub-question and the calls per question the current code makes."""
+    import pandas as pd
+
+    from .overview import complete_records
+
+    records, full = complete_records(TABLE_ABLATIONS), Records(TABLE_FULL)
+    rows = []
+    for h in HOPS:
+        runs, base = _hop_runs(records, full, h)
+        configs = [(DEFAULT_LABEL, 1, base), *((f"K = {k}", k, runs[f"K = {k}"]) for k in KS),
+                   (CHAIN_LABEL, None, runs[CHAIN_LABEL])]
+        for label, k, recs in configs:
+            if not recs or not base:
+                continue
+            m, lo, hi = bootstrap_ci([r["metrics"]["hits@1"] for r in recs])
+            g = (0.0, 0.0, 0.0, len(recs)) if recs is base else paired_gain(recs, base, "hits@1")
+            cands = [x.get("n_candidates") or 0 for r in recs for x in r.get("reasoning") or []]
+            rows.append({"hops": h, "configuration": label, "K": k, "n": len(recs), "Hits@1": 100 * m,
+                         "ci_low": 100 * lo, "ci_high": 100 * hi, "gain": 100 * g[0], "gain_low": 100 * g[1],
+                         "gain_high": 100 * g[2], "candidates / sub-q": float(np.mean(cands)) if cands else 0.0,
+                         "calls/q": float(np.mean([calls_now(r) for r in recs]))})
+    return pd.DataFrame(rows, columns=["hops", "configuration", "K", "n", "Hits@1", "ci_low", "ci_high", "gain",
+                                       "gain_low", "gain_high", "candidates / sub-q", "calls/q"])
+
+
+def _slash(values: list[str]) -> str:
+    return " / ".join(values)
+
+
+def _pts(x: float) -> str:
+    """A signed difference in points, one decimal (never ``-0.0``)."""
+    return f"{round(x, 1) + 0.0:+.1f}"
+
+
+def summary() -> str:
+    """Notebook 31's summary, from the saved records: the four stages on MetaQA dev against the paper's
+    Table 2 and the gold-path ceiling, the selection stage against decomposition alone (where it goes the
+    other way from the paper), and GrailQA against the paper's appendix C."""
+    from . import keqing_grailqa as G
+    from .overview import complete_records
+
+    full, dec = complete_records(TABLE_FULL), complete_records(TABLE)
+    rows = {h: full(f"keqing_full_{h}hop") for h in HOPS}
+    done = {h: recs for h, recs in rows.items() if recs}
+    out = []
+    if not done:
+        out.append("Keqing's four stages on MetaQA dev have not run yet (`kgqa bench run keqing_full`).")
+    else:
+        hits = {h: 100 * float(np.mean([r["metrics"]["hits@1"] for r in recs])) for h, recs in done.items()}
+        ceil = {h: stored_ceiling(TABLE_FULL, h, {r["qid"] for r in recs}) for h, recs in done.items()}
+        hs = "/".join(str(h) for h in done)
+        text = (f"On MetaQA dev (our reported part; {hs}-hop, {_slash([str(len(r)) for r in done.values()])} questions) "
+                f"Keqing's four stages with the local model score Hits@1 {_slash([f'{v:.1f}' for v in hits.values()])}: "
+                f"{_slash([_pts(v - PAPER[h]) for h, v in hits.items()])} points from the paper's fine-tuned "
+                f"Keqing-LLaMA ({_slash([f'{PAPER[h]:.1f}' for h in done])})")
+        if all(c is not None for c in ceil.values()):
+            text += (f" and {_slash([_pts(v - 100 * ceil[h]) for h, v in hits.items()])} from the gold-path ceiling "
+                     f"of this KB ({_slash([f'{100 * c:.1f}' for c in ceil.values()])})")
+        out.append(text + ".")
+        pairs = {h: [r for r in dec(f"keqing_metaqa_{h}hop") if r["qid"] in {x["qid"] for x in recs}]
+                 for h, recs in done.items()}
+        gains = {h: paired_gain(done[h], base, "hits@1") for h, base in pairs.items() if base}
+        if gains:
+            worse = [h for h, g in gains.items() if g[2] < 0]
+            text = ("The candidate-selection stage, which the paper adds to pick the answers among the candidates, "
+                    "changes Hits@1 by " + _slash([format_gain(g) for g in gains.values()])
+                    + f" points on {'/'.join(map(str, gains))}-hop against decomposition alone (every entity the "
+                    "chains reach is an answer; paired)")
+            if worse:
+                h = worse[-1]
+                causes = disagreement_counts({h: done[h]}, dec)[h]
+                top, n = causes["causes"].most_common(1)[0] if causes["causes"] else ("—", 0)
+                text += (f": it goes the other way from the paper ({n} of the {causes['lost']} {h}-hop questions it "
+                         f"loses: {top})")
+            out.append(text + ".")
+    recs = complete_records(G.TABLE)(G.LINKED)
+    if not recs:
+        out.append("Keqing on GrailQA dev has not run yet (`kgqa bench run keqing_grailqa`).")
+        return " ".join(out)
+    g = lambda r: r.get("grailqa") or {}  # noqa: E731
+    iid = [r for r in recs if g(r).get("level") == "i.i.d."]
+    f1 = lambda rs: 100 * float(np.mean([r["metrics"]["f1"] for r in rs])) if rs else float("nan")  # noqa: E731
+    paper = G.PAPER["Keqing-LLaMA (Ours)"]
+    out.append(f"On GrailQA dev ({len(recs)} questions over a fragment holding only the questions' gold facts, topics "
+               f"linked from the question text) it reaches F1 {f1(recs):.1f} against the paper's {paper['all'][1]:.1f}, "
+               f"and {f1(iid):.1f} on i.i.d. questions against {paper['i.i.d.'][1]:.1f}.")
+    chain = [r for r in recs if g(r).get("chain")]
+    cov = [r for r in chain if g(r).get("covered")]
+    if chain:
+        iid_chain = [r for r in chain if g(r).get("level") == "i.i.d."]
+        hits = lambda rs: 100 * float(np.mean([r["metrics"]["hits@1"] for r in rs])) if rs else float("nan")  # noqa: E731
+        out.append(f"The template bank decides it: chain questions whose every hop has a template score Hits@1 "
+                   f"{hits(cov):.1f}, the others {hits([r for r in chain if r not in cov]):.1f}, and "
+                   f"{sum(1 for r in iid_chain if g(r).get('covered'))} of the {len(iid_chain)} i.i.d. chain questions "
+                   "are covered.")
+    return " ".join(out)
+
+
+def ablations_summary() -> str:
+    """Notebook 32's summary, from the saved records: Fig. 5's K-curve and Fig. 6's sub-questions against the
+    logical chain directly on MetaQA dev (where it goes the other way from the paper), selection on the last
+    sub-question only, and the cells not run yet."""
+    from .overview import complete_records
+
+    pts = ablation_points()
+    if pts.empty:
+        return "No Keqing ablation cell holds its planned questions yet (`kgqa bench run keqing_ablations`)."
+    out = []
+    ks = pts[pts["K"].notna() & (pts["K"] > 1)]
+    if not ks.empty:
+        zero = bool(((ks["gain_low"] <= 0) & (ks["gain_high"] >= 0)).all())
+        top = max(pts["hops"])
+        c = pts[(pts["hops"] == top) & pts["K"].notna()].sort_values("K")
+        out.append(f"Fig. 5 (templates per sub-question, {int(pts['n'].max())} MetaQA dev questions per hop): "
+                   f"K = {', '.join(str(int(k)) for k in sorted(ks['K'].unique()))} change Hits@1 by "
+                   f"{ks['gain'].min():+.1f} to {ks['gain'].max():+.1f} points from K = 1"
+                   + (" (every paired 95% CI includes 0)" if zero else "")
+                   + f", while the candidates per sub-question grow from {c['candidates / sub-q'].iloc[0]:.1f} to "
+                   f"{c['candidates / sub-q'].iloc[-1]:.1f} on {top}-hop"
+                   + (": the gain the paper draws for more templates (on WebQSP) does not appear here." if zero else "."))
+    ch = pts[pts["configuration"] == CHAIN_LABEL].set_index("hops")
+    if not ch.empty:
+        d = pts[pts["configuration"] == DEFAULT_LABEL].set_index("hops")
+        h = ch.index.max()
+        reverse = bool((ch["gain"] >= 0).all() and (ch["gain"] > 0).any())
+        out.append(f"Fig. 6 {'goes the other way from the paper' if reverse else 'compared with the paper'}: the logical "
+                   f"chain written directly scores {_slash([f'{v:+.1f}' for v in ch['gain']])} points against "
+                   f"sub-questions on {'/'.join(str(x) for x in ch.index)}-hop ({h}-hop paired 95% CI "
+                   f"[{ch.loc[h, 'gain_low']:+.1f}, {ch.loc[h, 'gain_high']:+.1f}]) with {ch.loc[h, 'calls/q']:.2f} "
+                   f"LLM calls per {h}-hop question against {d.loc[h, 'calls/q']:.2f}, where the paper finds that "
+                   "sub-questions comprehensively outperform chains.")
+    records, full = complete_records(TABLE_ABLATIONS), Records(TABLE_FULL)
+    last = {h: _hop_runs(records, full, h) for h in HOPS if h > 1}
+    last = {h: paired_gain(runs[LAST_LABEL], base, "hits@1") for h, (runs, base) in last.items()
+            if runs.get(LAST_LABEL) and base}
+    if last:
+        out.append("Selecting only at the last sub-question (not in the paper) changes Hits@1 by "
+                   f"{_slash([format_gain(g) for g in last.values()])} points on {'/'.join(map(str, last))}-hop.")
+    missing = [c.name for c in TABLE_ABLATIONS.cells if not records(c.name)]
+    if missing:
+        out.append(f"{len(missing)} of the table's {len(TABLE_ABLATIONS.cells)} cells have not run yet "
+                   f"(`kgqa bench run keqing_ablations`).")
+    return " ".join(out)

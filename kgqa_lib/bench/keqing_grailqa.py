@@ -27,7 +27,8 @@ import numpy as np
 
 from ..evaluate.report import format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, register
-from .keqing import DENSE_N, _rate, stage, strip_full, supplement_stats
+from .keqing import DENSE_N, _md, _rate, stage, strip_full, supplement_stats
+from .result_table import ResultTable, table
 
 SAMPLE = 200
 LINKED, ORACLE = "keqing_grailqa", "keqing_grailqa_oracle"  # the two cells: topics linked (default) / ORACLE
@@ -115,30 +116,31 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------- report
+# ---------------------------------------------------------------- report (tables as data, then Markdown)
 def _g(r: dict[str, Any]) -> dict[str, Any]:
     return r.get("grailqa") or {}
 
 
-def _paper(key: str) -> str:
-    return " | ".join(f"{PAPER[m][key][1] / 100:.3f} ({PAPER[m][key][0] / 100:.3f})" if key in PAPER[m] else "—"
-                      for m in PAPER)
+def _papers(key: str) -> list[str]:
+    """The paper's rows for a question group (``all`` or a level): F1 (EM) as fractions, ``—`` where none."""
+    return [f"{PAPER[m][key][1] / 100:.3f} ({PAPER[m][key][0] / 100:.3f})" if key in PAPER[m] else "—" for m in PAPER]
 
 
-def _row(label: str, recs: list[dict[str, Any]], paper_key: str, total: int) -> str:
+def _row(label: str, recs: list[dict[str, Any]], paper_key: str, total: int) -> list[Any]:
     if not recs:
-        return f"| {label} | 0 | | | | | {_paper(paper_key)} |"
+        return [label, 0, "", "", "", "", *_papers(paper_key)]
     ceil = [_g(r)["gold_chain"] for r in recs if _g(r).get("gold_chain")]
     ceiling = (f"{np.mean([c['hits@1'] for c in ceil]):.3f} / {np.mean([c['f1'] for c in ceil]):.3f} (n={len(ceil)})"
                if ceil else "—")
-    return (f"| {label} | {len(recs)} | {len(recs) / total:.3f} | {_rate([r['metrics']['hits@1'] for r in recs])} | "
-            f"{_rate([r['metrics']['f1'] for r in recs])} | {ceiling} | {_paper(paper_key)} |")
+    return [label, len(recs), f"{len(recs) / total:.3f}", _rate([r["metrics"]["hits@1"] for r in recs]),
+            _rate([r["metrics"]["f1"] for r in recs]), ceiling, *_papers(paper_key)]
 
 
 LABELS = {LINKED: "linked (default)", ORACLE: "ORACLE: gold topic", DENSE: "linked + dense supplement"}
 TITLES = {LINKED: "Linked topics (the default, `topics=linked`)",
           ORACLE: "ORACLE topics (`topics=oracle`: the gold s-expression's entity — not a GrailQA setting)",
           DENSE: f"Linked topics with the dense supplement (sec. 3.2, `dense_supplement={DENSE_N}`)"}
+KEYS = {LINKED: "linked", ORACLE: "oracle", DENSE: "dense"}  # the names of a cell's tables in :func:`result_tables`
 
 
 def _linking(recs: list[dict[str, Any]]) -> str:
@@ -147,58 +149,111 @@ def _linking(recs: list[dict[str, Any]]) -> str:
     return f"{sum(x['chain_topic_linked'] for x in t)}/{len(t)}" if t else "—"
 
 
-def _details(recs: list[dict[str, Any]], cell: Cell) -> list[str]:
-    """One cell's tables: by level and kind, decomposition, cost (or its rows marked not run yet)."""
-    head = ("| questions | n | share | Hits@1 [95% CI] | F1 [95% CI] | gold-chain ceiling Hits@1 / F1 | "
-            + " | ".join(f"paper {m}: F1 (EM)" for m in PAPER) + " |")
-    lines = [head, "|" + "---|" * (6 + len(PAPER))]
+def _cell_tables(recs: list[dict[str, Any]], cell: Cell) -> list[ResultTable]:
+    """One cell's tables: its questions by level and kind (with the paper's rows beside), and when it has
+    records by level and kind, decomposition (chain questions), cost and failures."""
+    key = KEYS[cell.name]
+    columns = ["questions", "n", "share", "Hits@1 [95% CI]", "F1 [95% CI]", "gold-chain ceiling Hits@1 / F1",
+               *(f"paper {m}: F1 (EM)" for m in PAPER)]
+    title = f"{TITLES[cell.name]}: by GrailQA level and question kind"
     if not recs:
-        lines.append(f"| all | 0 | not run yet ({cell.name}.jsonl) | | | | {_paper('all')} |")
-        for lv in LEVELS:
-            lines.append(f"| {lv} | 0 | not run yet | | | | {_paper(lv)} |")
-        return lines
+        body = [["all", 0, f"not run yet ({cell.name}.jsonl)", "", "", "", *_papers("all")]]
+        body += [[lv, 0, "not run yet", "", "", "", *_papers(lv)] for lv in LEVELS]
+        return [table(key, title, columns, body)]
     n = len(recs)
     chain = [r for r in recs if _g(r).get("chain")]
     rows = [("all", recs, "all")] + [(lv, [r for r in recs if _g(r).get("level") == lv], lv) for lv in LEVELS] + [
         ("chain", chain, ""), ("— covered", [r for r in chain if _g(r).get("covered")], ""),
         ("— not covered", [r for r in chain if not _g(r).get("covered")], ""),
         ("non-chain", [r for r in recs if not _g(r).get("chain")], "")]
-    lines += [_row(label, rs, key, n) for label, rs, key in rows]
-    lines += ["", "### By level and kind", "",
-              "| level | chain: n | covered | Hits@1 | non-chain: n | Hits@1 |", "|---|---|---|---|---|---|"]
+    out = [table(key, title, columns, [_row(label, rs, k, n) for label, rs, k in rows])]
+    levels = []
     for lv in LEVELS:
         c = [r for r in chain if _g(r).get("level") == lv]
         o = [r for r in recs if _g(r).get("level") == lv and not _g(r).get("chain")]
-        lines.append(f"| {lv} | {len(c)} | {sum(1 for r in c if _g(r).get('covered'))} | "
-                     f"{_rate([r['metrics']['hits@1'] for r in c]) if c else '—'} | {len(o)} | "
-                     f"{_rate([r['metrics']['hits@1'] for r in o]) if o else '—'} |")
-    lines += ["", "### Decomposition (chain questions)", "",
-              "`chain right`: the top-1 templates' chains, concatenated, are the gold chain (the paper's decomposition "
-              "accuracy); `seed right`: the first sub-question's seed names link to the topic entity; `both`: the "
-              "two.", "",
-              "| gold hops | n | chain right [95% CI] | seed right [95% CI] | both [95% CI] | covered | Hits@1 |",
-              "|---|---|---|---|---|---|---|"]
+        levels.append([lv, len(c), sum(1 for r in c if _g(r).get("covered")),
+                       _rate([r["metrics"]["hits@1"] for r in c]) if c else "—", len(o),
+                       _rate([r["metrics"]["hits@1"] for r in o]) if o else "—"])
+    out.append(table(f"{key}_levels", "By level and kind",
+                     ["level", "chain: n", "covered", "Hits@1", "non-chain: n", "Hits@1"], levels))
+    dec = []
     for label, rs in [("all", chain)] + [(str(h), [r for r in chain if _g(r).get("hops") == h])
                                          for h in sorted({_g(r).get("hops") for r in chain})]:
         if not rs:
             continue
         d = [_g(r)["decomposition"] for r in rs]
-        lines.append(f"| {label} | {len(rs)} | {_rate([float(x['chain_correct']) for x in d])} | "
-                     f"{_rate([float(x['seed_correct']) for x in d])} | {_rate([float(x['correct']) for x in d])} | "
-                     f"{sum(1 for r in rs if _g(r).get('covered'))} | {_rate([r['metrics']['hits@1'] for r in rs])} |")
+        dec.append([label, len(rs), _rate([float(x["chain_correct"]) for x in d]),
+                    _rate([float(x["seed_correct"]) for x in d]), _rate([float(x["correct"]) for x in d]),
+                    sum(1 for r in rs if _g(r).get("covered")), _rate([r["metrics"]["hits@1"] for r in rs])])
+    out.append(table(f"{key}_decomposition", "Decomposition (chain questions)",
+                     ["gold hops", "n", "chain right [95% CI]", "seed right [95% CI]", "both [95% CI]", "covered",
+                      "Hits@1"], dec))
     row = summarize(recs)
     calls = {k: sum((r.get("stages") or {}).get("calls", {}).get(k, 0) for r in recs) / n
              for k in ("decompose", "reasoning", "respond")}
     unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d.get("error") == "fallback")
-    lines += ["", "### Cost and failures", "",
-              "| n | calls/q (decompose + reasoning + respond) | tokens/q | s/q (mean / median) | unparseable "
-              "decompositions | no answer |", "|---|---|---|---|---|---|",
-              f"| {n} | {row['calls/q']:.2f} ({calls['decompose']:.2f} + {calls['reasoning']:.2f} + "
-              f"{calls['respond']:.2f}) | {row['tokens/q']:.0f} | {row['s/q']:.2f} / "
-              f"{float(np.median([r['seconds'] for r in recs])):.2f} | {unparse} | "
-              f"{sum(1 for r in recs if not r['prediction'])} |", "",
+    out.append(table(f"{key}_cost", "Cost and failures",
+                     ["n", "calls/q (decompose + reasoning + respond)", "tokens/q", "s/q (mean / median)",
+                      "unparseable decompositions", "no answer"],
+                     [[n, f"{row['calls/q']:.2f} ({calls['decompose']:.2f} + {calls['reasoning']:.2f} + "
+                          f"{calls['respond']:.2f})", f"{row['tokens/q']:.0f}",
+                       f"{row['s/q']:.2f} / {float(np.median([r['seconds'] for r in recs])):.2f}", unparse,
+                       sum(1 for r in recs if not r["prediction"])]]))
+    return out
+
+
+def _details(recs: list[dict[str, Any]], cell: Cell) -> list[str]:
+    """One cell's section body: its tables (:func:`_cell_tables`) with their headings and notes."""
+    t = {x.name.removeprefix(KEYS[cell.name]).lstrip("_") or "questions": x for x in _cell_tables(recs, cell)}
+    lines = [_md(t["questions"])]
+    if not recs:
+        return lines
+    lines += ["", "### By level and kind", "", _md(t["levels"])]
+    lines += ["", "### Decomposition (chain questions)", "",
+              "`chain right`: the top-1 templates' chains, concatenated, are the gold chain (the paper's decomposition "
+              "accuracy); `seed right`: the first sub-question's seed names link to the topic entity; `both`: the "
+              "two.", "", _md(t["decomposition"])]
+    lines += ["", "### Cost and failures", "", _md(t["cost"]), "",
               "s/q is wall time per question on 2 cores, including stretches where other jobs shared the cores."]
     return lines
+
+
+def settings_table(recs: dict[str, list[dict[str, Any]]]) -> ResultTable:
+    """The three cells side by side: linked (default), the oracle, the dense supplement; paired differences."""
+    against = {LINKED: ORACLE, DENSE: LINKED}
+    body = []
+    for name in (LINKED, ORACLE, DENSE):
+        rs = recs[name]
+        if not rs:
+            body.append([LABELS[name], f"`{name}`", 0, "not run yet", "", "", "", *_papers("all")])
+            continue
+        other = recs.get(against.get(name, ""), [])
+        gain = format_gain(paired_gain(rs, other, "hits@1")) if other else "—"
+        body.append([LABELS[name], f"`{name}`", len(rs), _rate([r["metrics"]["hits@1"] for r in rs]),
+                     _rate([r["metrics"]["f1"] for r in rs]), _linking(rs) if name != ORACLE else "—", gain,
+                     *_papers("all")])
+    return table("settings", "The settings (GrailQA dev on the gold-fact fragment)",
+                 ["topics", "cell", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "chain topic linked",
+                  "paired difference in Hits@1", *(f"paper {m}: F1 (EM)" for m in PAPER)], body)
+
+
+def result_tables(records: Records) -> dict[str, ResultTable]:
+    """Every table of the report, as data: ``settings``, then per cell ``linked``, ``linked_levels``,
+    ``linked_decomposition``, ``linked_cost`` (``oracle_…``, ``dense_…``; a cell without records has its
+    first table only)."""
+    cells = {c.name: c for c in TABLE.cells}
+    recs = {name: records(name) for name in cells}
+    out = [settings_table(recs)] + [t for name in (LINKED, ORACLE, DENSE) for t in _cell_tables(recs[name], cells[name])]
+    return {t.name: t for t in out}
+
+
+def frames() -> dict[str, Any]:
+    """The report's tables as DataFrames, from the saved records of the cells that hold their planned
+    questions (a cell still running reads not run yet)."""
+    from .overview import complete_records
+    from .result_table import frames as to_frames
+
+    return to_frames(list(result_tables(complete_records(TABLE)).values()))
 
 
 def report(records: Records) -> str:
@@ -249,19 +304,7 @@ def report(records: Records) -> str:
              "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities. "
              "`paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% CI — linked − "
              "oracle, and the supplement − the linked default.", "",
-             "| topics | cell | n | Hits@1 [95% CI] | F1 [95% CI] | chain topic linked | paired difference in Hits@1 | "
-             + " | ".join(f"paper {m}: F1 (EM)" for m in PAPER) + " |", "|" + "---|" * (7 + len(PAPER))]
-    against = {LINKED: ORACLE, DENSE: LINKED}
-    for name in (LINKED, ORACLE, DENSE):
-        rs = recs[name]
-        if not rs:
-            lines.append(f"| {LABELS[name]} | `{name}` | 0 | not run yet | | | | {_paper('all')} |")
-            continue
-        other = recs.get(against.get(name, ""), [])
-        gain = format_gain(paired_gain(rs, other, "hits@1")) if other else "—"
-        lines.append(f"| {LABELS[name]} | `{name}` | {len(rs)} | {_rate([r['metrics']['hits@1'] for r in rs])} | "
-                     f"{_rate([r['metrics']['f1'] for r in rs])} | {_linking(rs) if name != ORACLE else '—'} | {gain} | "
-                     f"{_paper('all')} |")
+             _md(settings_table(recs))]
     for name in (LINKED, ORACLE, DENSE):
         lines += ["", f"## {TITLES[name]}", "", f"`{name}`.", ""] + _details(recs[name], cells[name])
         if name == DENSE and recs[name]:

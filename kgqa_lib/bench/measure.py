@@ -25,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from ..errors import UsageError, UserError
-from .core import TABLES, bench_dir, compare
+from .core import TABLES, bench_dir, compare, read_json, write_text
 
 
 @dataclass(frozen=True)
@@ -131,11 +131,9 @@ def lookup(names: list[str] | None = None) -> list[Any]:
 
 
 def read(m: Measurement) -> dict[str, Any]:
-    """The committed measurements ({} when never measured)."""
-    try:
-        return json.loads(m.data_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+    """The committed measurements ({} when never measured; a JSON that does not parse is a
+    :class:`~kgqa_lib.errors.UserError` naming the file)."""
+    return read_json(m.data_path, f"measure again with `kgqa bench run {m.name}`")
 
 
 def render(m: Measurement) -> str | None:
@@ -148,8 +146,7 @@ def write_report(m: Measurement) -> Path | None:
     text = render(m)
     if text is None:
         return None
-    m.output_path.parent.mkdir(parents=True, exist_ok=True)
-    m.output_path.write_text(text, encoding="utf-8")
+    write_text(m.output_path, text)
     return m.output_path
 
 
@@ -189,8 +186,7 @@ def stamp() -> dict[str, Any]:
 
 
 def write_json(m: Measurement, data: dict[str, Any]) -> None:
-    m.data_path.parent.mkdir(parents=True, exist_ok=True)
-    m.data_path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(m.data_path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def save(m: Measurement, data: dict[str, Any]) -> Path | None:
@@ -230,10 +226,13 @@ def measured(data: dict[str, Any]) -> str:
 
 
 def status_lines(m: Measurement) -> list[str]:
-    """Lines of ``kgqa bench list`` for one measurement table."""
-    data = read(m)
-    lines = [f"{m.name}: {m.title} → results/bench/{m.output}",
-             f"  measurement: results/bench/{m.data} " + (f"({measured(data)})" if data else "(not measured yet)")]
+    """Lines of ``kgqa bench list`` for one measurement table (a JSON that does not parse: an error line)."""
+    lines = [f"{m.name}: {m.title} → results/bench/{m.output}"]
+    try:
+        data = read(m)
+    except UserError as exc:
+        return lines + [f"  error: {exc}"]
+    lines.append(f"  measurement: results/bench/{m.data} " + (f"({measured(data)})" if data else "(not measured yet)"))
     if m.target:
         met = "" if not data or m.verdict is None else (" — met" if m.verdict(data) else " — NOT met")
         lines.append(f"  target: {m.target}{met}")

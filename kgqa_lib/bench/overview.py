@@ -10,17 +10,22 @@ result: its value, CI and costs are empty and its status reads ``not run`` or ``
   end-to-end runs (the paper's 0.7, marked as the clean test row, and the one chosen on the dev questions,
   marked as not held out: :func:`~kgqa_lib.evaluate.pgakv_analysis.choice_note`), Think-on-Graph;
   the full-set records of ``pgakv_t2``/``pgakv_test`` restricted to the test questions.
-- Keqing on MetaQA dev per hop: decomposition only (``keqing_metaqa``), the four stages
-  (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``).
+- Keqing on MetaQA dev (our reported part) per hop: decomposition only (``keqing_metaqa``), the four
+  stages (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``); Keqing on
+  GrailQA dev over the gold-fact fragment (``keqing_grailqa``: topics linked, the oracle, the dense
+  supplement; per GrailQA level for the linked default), answer F1 beside the paper's appendix C.
 - FuSIC-KBQA: the cells of the ``fusic`` table when that table is registered, its ablations left out
   (answer F1); labels and the paper's numbers from the table's module (:func:`fusic_rows`).
 
-The paper numbers are the tables' own constants (:mod:`.keqing`, :mod:`.baselines`,
-:mod:`..evaluate.pgakv_analysis`). Nothing here calls an LLM or writes a file."""
+The paper numbers are the tables' own constants (:mod:`.keqing`, :mod:`.keqing_grailqa`, :mod:`.baselines`,
+:mod:`..evaluate.pgakv_analysis`). Nothing here calls an LLM; only :func:`write_compare_all` writes files
+(``results/tables/compare_all.{md,csv}``). The per-paper tables (:func:`paper_tables`), the cost table,
+the status lines and the summary are what notebook 90 shows."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 import textwrap
@@ -30,8 +35,10 @@ from ..evaluate import pgakv_analysis as pa
 from ..evaluate.report import summarize
 from . import baselines as B
 from . import keqing as K
+from . import keqing_grailqa as G
 from . import pgakv as P
 from .core import TABLES, Records, Table, get_table
+from .result_table import ResultTable, table
 
 COLUMNS = ("paper", "set", "method", "metric", "value", "ci_low", "ci_high", "n", "planned", "status",
            "calls/q", "tokens/q", "s/q", "paper value", "paper source", "table", "cell")
@@ -137,7 +144,7 @@ def keqing_rows() -> list[dict[str, Any]]:
     keqing_source = "Keqing paper, Table 2, row Keqing-LLaMA (Ours), column MetaQA {h}-hop (Hits@1)"
     out = []
     for h in K.HOPS:
-        qset = f"MetaQA dev {h}-hop"
+        qset = f"MetaQA dev (our reported part), {h}-hop"
         for label, records, name, value, source in (
                 ("Keqing, decomposition only", dec, f"keqing_metaqa_{h}hop", K.PAPER[h], keqing_source),
                 ("Keqing, four stages", full, f"keqing_full_{h}hop", K.PAPER[h], keqing_source),
@@ -147,6 +154,38 @@ def keqing_rows() -> list[dict[str, Any]]:
             recs, planned = _cell(records, name)
             out.append(row("Keqing", qset, label, "hits@1", recs, planned, value, source.format(h=h),
                            records.table.name, name))
+    return out
+
+
+# ---------------------------------------------------------------- Keqing on GrailQA
+FRAGMENT = "gold-fact fragment: retrieval far easier than full Freebase"
+GRAILQA_METHODS = {G.LINKED: "Keqing, four stages (topics linked from the question)",
+                   G.ORACLE: "Keqing, four stages, ORACLE topics (the gold s-expression's entity: not a GrailQA setting)",
+                   G.DENSE: "Keqing, four stages + dense supplement (topics linked)"}
+GRAILQA_COLUMNS = {"all": "Table 5, column Overall", "i.i.d.": "Table 6, column IID",
+                   "compositional": "Table 6, column Compositional", "zero-shot": "Table 6, column Zero-shot"}
+
+
+def grailqa_rows() -> list[dict[str, Any]]:
+    """Keqing on GrailQA dev (``keqing_grailqa``), answer F1 beside the paper's appendix C: a row per cell
+    (topics linked, the oracle, the dense supplement) and, for the linked default once it is complete, a
+    row per GrailQA level (its questions of that level; the paper's Table 6)."""
+    records, table = Records(get_table(G.TABLE.name)), G.TABLE.name
+    paper = G.PAPER["Keqing-LLaMA (Ours)"]
+    source = "Keqing paper, appendix C, {where}, row Keqing-LLaMA (Ours) (F1)"
+    out = []
+    for name, method in GRAILQA_METHODS.items():
+        recs, planned = _cell(records, name)
+        out.append(row("Keqing", f"GrailQA dev ({FRAGMENT})", method, "f1", recs, planned, paper["all"][1],
+                       source.format(where=GRAILQA_COLUMNS["all"]), table, name))
+    recs, planned = _cell(records, G.LINKED)
+    if len({r["qid"] for r in recs}) >= planned:
+        for level in G.LEVELS:
+            sub = [r for r in recs if (r.get("grailqa") or {}).get("level") == level]
+            if not sub:
+                continue
+            out.append(row("Keqing", f"GrailQA dev, {level} ({FRAGMENT})", GRAILQA_METHODS[G.LINKED], "f1", sub,
+                           len(sub), paper[level][1], source.format(where=GRAILQA_COLUMNS[level]), table, G.LINKED))
     return out
 
 
@@ -181,7 +220,7 @@ def overview():
     """The headline results as a pandas DataFrame (columns :data:`COLUMNS`), from the saved records."""
     import pandas as pd
 
-    return pd.DataFrame(pgakv_rows() + keqing_rows() + fusic_rows(), columns=list(COLUMNS))
+    return pd.DataFrame(pgakv_rows() + keqing_rows() + grailqa_rows() + fusic_rows(), columns=list(COLUMNS))
 
 
 def cell_text(r) -> str:
@@ -268,3 +307,170 @@ def plot_panels(rows, title: str = "", ncols: int = 3, methods: list[str] | None
     fig.suptitle(title + ("  —  black tick: the paper's value" if handles else ""), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- what notebook 90 (and 31) show
+def main_rows(ov):
+    """The overview without FuSIC-KBQA's deviation and ablation rows (its Table 2 main configurations and
+    peers stay: ``fusic.MAIN_CONFIGS``); the rest is in ``results/tables/compare_all.*``."""
+    from . import fusic as F
+
+    config = ov["cell"].str.partition(".")[2]
+    return ov[(ov["paper"] != "FuSIC-KBQA") | config.isin(F.MAIN_CONFIGS)]
+
+
+def short_set(name: str) -> str:
+    """A question set's name for a column: without the GrailQA fragment's note (:data:`FRAGMENT`, which
+    the table's title carries)."""
+    return name.replace(f" ({FRAGMENT})", "")
+
+
+def paper_tables(ov) -> list[ResultTable]:
+    """The overview as one table per paper and metric: a row per method, a column per question set (ours,
+    ``mean [lo, hi]`` in points, or the cell's status), then the paper's values — one ``paper`` column when
+    the paper gives each method one value for every set, else a ``paper: <set>`` column per set."""
+    out = []
+    for (paper, metric), rows in ov.groupby(["paper", "metric"], sort=False):
+        sets, methods = list(dict.fromkeys(rows["set"])), list(dict.fromkeys(rows["method"]))
+        cell = {(r["set"], r["method"]): r for _, r in rows.iterrows()}
+        values = {m: {s: cell[s, m]["paper value"] for s in sets if (s, m) in cell} for m in methods}
+        one = all(len({v for v in vs.values() if not math.isnan(v)}) <= 1 for vs in values.values())
+        fmt = lambda v: "—" if v is None or math.isnan(v) else f"{v:.1f}"  # noqa: E731
+        body = []
+        for m in methods:
+            ours = [cell_text(cell[s, m]) if (s, m) in cell else "" for s in sets]
+            known = [v for v in values[m].values() if not math.isnan(v)]
+            theirs = [fmt(known[0] if known else None)] if one else [fmt(values[m].get(s)) for s in sets]
+            body.append([m, *ours, *theirs])
+        labels = [short_set(s) for s in sets]
+        common = os.path.commonprefix(labels)
+        cut = common.rfind(", ") + 2 if ", " in common else 0  # a shared "MetaQA dev …, " goes to the title
+        labels = [x[cut:] for x in labels] if cut and all(len(x) > cut for x in labels) else labels
+        where = f" on {common[:cut - 2]}" if labels[0] != short_set(sets[0]) else ""
+        columns = ["method", *labels, *(["paper"] if one else [f"paper: {x}" for x in labels])]
+        title = f"{paper}, {metric} in points{where} (ours [95% CI]; the paper's value beside)" + (
+            f"; GrailQA: {FRAGMENT}" if any(FRAGMENT in s for s in sets) else "")
+        out.append(table(f"{paper} {metric}", title, columns, body))
+    return out
+
+
+def cost_table(ov) -> ResultTable:
+    """Per paper and method, over its complete cells: cells, questions, LLM calls, tokens and seconds per
+    question (what a live run takes), and the hours those answers took."""
+    done = ov[ov["status"] == "complete"]
+    body = []
+    for (paper, method), rows in done.groupby(["paper", "method"], sort=False):
+        q = int(rows["n"].sum())
+        per = lambda col: float((rows[col] * rows["n"]).sum()) / q  # noqa: E731
+        body.append([paper, method, len(rows), q, f"{per('calls/q'):.2f}", f"{per('tokens/q'):.0f}",
+                     f"{per('s/q'):.1f}", f"{per('s/q') * q / 3600:.2f}"])
+    return table("cost", "Cost per method (complete cells)",
+                 ["paper", "method", "cells", "questions", "calls/q", "tokens/q", "s/q", "hours"], body)
+
+
+def recorded_hours(table_: Table) -> float:
+    """Hours the table's saved records took live: the LLM time recorded when each answer was made plus the
+    time outside the LLM."""
+    recs = [r for c in table_.cells for r in Records(table_)(c.name)]
+    if not recs:
+        return 0.0
+    s = summarize(recs, [])
+    return (s["llm_s/q (recorded)"] + s["outside_llm_s/q"]) * s["n"] / 3600
+
+
+def status_lines(names: list[str]) -> list[str]:
+    """Per benchmark table: its completeness from its own cells (:func:`~.core.completeness_line`), the
+    hours its records took live, and what is still to run (estimated from the records' per-question costs)."""
+    from .core import completeness_line, estimate
+
+    lines = []
+    for name in names:
+        t = get_table(name)
+        line = f"{name}: {completeness_line(t)}; {recorded_hours(t):.1f} h live"
+        todo = estimate(t)
+        if todo:
+            known = [e for e in todo if e["hours"] is not None]
+            line += (f"; to run: {sum(e['missing'] for e in todo)} questions"
+                     + (f", ≈ {sum(e['hours'] for e in known):.1f} h" if known else "") + f" (`kgqa bench run {name}`)")
+        lines.append(line)
+    return lines
+
+
+def _complete(ov, **match) -> list[Any]:
+    rows = ov[(ov["status"] == "complete")]
+    for k, v in match.items():
+        rows = rows[rows[k].str.startswith(v)] if isinstance(v, str) else rows[v(rows[k])]
+    return [r for _, r in rows.iterrows()]
+
+
+def summary(ov) -> str:
+    """Notebook 90's summary, from the overview's rows: how many cells hold their planned questions, and per
+    paper where ours goes the other way from the paper (PG&AKV: QSM above PG&AKV; Keqing: GrailQA far below
+    the paper; FuSIC-KBQA: its order of retrievers on GrailQA-Tech)."""
+    out = [f"{int((ov['status'] == 'complete').sum())} of the {len(ov)} headline rows hold their planned questions; "
+           "each is ours with the local model beside the paper's own number (other models, other question sets: a "
+           "direction, not a replication)."]
+    pg = ov[(ov["paper"] == "PG&AKV") & (ov["metric"] == "Hits@1") & (ov["status"] == "complete")]
+    qsm, ours = pg[pg["method"] == "QSM"], pg[pg["method"].str.startswith("PG&AKV (threshold 0.7")]
+    if len(qsm) and len(qsm) == len(ours):
+        sets = " / ".join(s.removeprefix("mini-world ").removesuffix(" (test)") for s in qsm["set"])
+        above = bool((qsm["value"].to_numpy() > ours["value"].to_numpy()).all())
+        paper_above = bool((ours["paper value"].to_numpy() > qsm["paper value"].to_numpy()).all())
+        out.append(f"PG&AKV: QSM scores {' / '.join(f'{v:.1f}' for v in qsm['value'])} Hits@1 on the mini-world "
+                   f"{sets} test sets against PG&AKV's {' / '.join(f'{v:.1f}' for v in ours['value'])} at the paper's "
+                   f"threshold" + (" — the other way from the paper" if above and paper_above else "")
+                   + f" (its Table 2, GPT-3.5: QSM {' / '.join(f'{v:.1f}' for v in qsm['paper value'])}, PG&AKV "
+                   f"{' / '.join(f'{v:.1f}' for v in ours['paper value'])}).")
+    kq = ov[(ov["paper"] == "Keqing") & (ov["status"] == "complete")]
+    four = kq[kq["method"] == "Keqing, four stages"]
+    grail = kq[(kq["method"] == GRAILQA_METHODS[G.LINKED]) & kq["set"].str.startswith("GrailQA dev (")]
+    if len(four) or len(grail):
+        text = "Keqing: "
+        if len(four):
+            gap = four["value"] - four["paper value"]
+            text += ((f"the four stages are {-gap.max():.1f} to {-gap.min():.1f} points below" if gap.max() < 0 else
+                      f"the four stages are {gap.min():+.1f} to {gap.max():+.1f} points from")
+                     + " the paper's Keqing-LLaMA on MetaQA dev (our reported part)")
+        if len(grail):
+            g = grail.iloc[0]
+            text += ("; but " if len(four) else "") + (f"on GrailQA dev (a gold-fact fragment) they reach F1 "
+                                                         f"{g['value']:.1f} against the paper's {g['paper value']:.1f}")
+        out.append(text + ".")
+    fu = ov[(ov["paper"] == "FuSIC-KBQA") & (ov["status"] == "complete") & ov["cell"].str.startswith("gtech.")
+            & ov["paper value"].notna()]
+    if len(fu):
+        best, top = fu.loc[fu["value"].idxmax()], fu.loc[fu["paper value"].idxmax()]
+        text = (f"FuSIC-KBQA on GrailQA-Tech (a gold-fact fragment): our best configuration, {best['method']}, scores F1 "
+                f"{best['value']:.1f} (the paper: {best['paper value']:.1f})")
+        if top["cell"] != best["cell"]:
+            text += (f", and the paper's best, {top['method']} ({top['paper value']:.1f}), scores {top['value']:.1f} — "
+                     "the other way from the paper's order")
+        out.append(text + ".")
+    return " ".join(out)
+
+
+HEADLINE_COLUMNS = ["paper", "set", "method", "metric", "ours [95% CI]", "questions", "calls/q", "tokens/q", "s/q",
+                    "paper value", "paper source"]
+
+
+def write_compare_all(ov, folder) -> list[Any]:
+    """``compare_all.md`` (every headline row, the per-paper tables, the cost table) and ``compare_all.csv``
+    (the overview's rows, :data:`COLUMNS`) in ``folder``; returns the two paths."""
+    from pathlib import Path
+
+    from ..evaluate.report import format_table
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    headline = ov.assign(**{"ours [95% CI]": ov.apply(cell_text, axis=1),
+                            "questions": ov["n"].astype(str) + "/" + ov["planned"].astype(str)})
+    parts = ["# Compare all (notebook 90), from the saved benchmark records", "", "## Headline results", "",
+             format_table(headline[HEADLINE_COLUMNS], digits=1), "", "## Per paper", ""]
+    for t in paper_tables(ov):
+        parts += [f"### {t.title}", "", t.markdown(), ""]
+    cost = cost_table(ov)
+    parts += ["## Cost per method", "", cost.markdown(), ""]
+    md, csv = folder / "compare_all.md", folder / "compare_all.csv"
+    md.write_text("\n".join(parts), encoding="utf-8")
+    ov.to_csv(csv, index=False)
+    return [md, csv]

@@ -20,6 +20,7 @@ from typing import Any
 from ..evaluate.report import ci_cell, format_gain, paired_gain
 from .baselines import KEEP
 from .core import Cell, Records, Table, get_table, keep_prediction, register
+from .result_table import ResultTable, table
 
 HOPS = (1, 2, 3)
 REPORTED = 100  # per hop: the questions of baselines_metaqa (ToG, KB-BINDER)
@@ -119,22 +120,25 @@ def choose(scores: dict[float, dict[str, Any]]) -> float | None:
 
 
 # ---------------------------------------------------------------- report
-def mini_world_beside(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> list[str]:
+MINI_WORLD_NOTE = ("Our 9.9k-triple mini-world (test split of `pgakv_test`, per-question G_base) beside the MetaQA KB "
+                   "(every triple searched).")
+FUNNEL_NOTE = ("Share of questions with a gold answer in the pseudo-graph G_p, the retrieved triples G_t (top-10 per "
+               "pseudo-triple over every KG triple), the pruned ground graph G_g and the verified graph G_f; sizes "
+               "are means per question; non-LLM seconds = wall time outside the model per question.")
+
+
+def mini_world_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
     """The mini-world's test-split cells (``pgakv_test``'s records, the same model) beside MetaQA's."""
     from ..evaluate import pgakv_analysis as pa
 
-    lines = ["## The mini-world beside the real KG", "",
-             "Our 9.9k-triple mini-world (test split of `pgakv_test`, per-question G_base) beside the MetaQA KB "
-             "(every triple searched).", "",
-             "| method | mini-world simple | mini-world multi-hop | " + " | ".join(f"MetaQA {h}-hop" for h in HOPS) + " |",
-             "|---|" + "---|" * (2 + len(HOPS))]
+    body = []
     for m in ("io", "cot", "sc", "qsm", "pgakv", "pgakv_pg"):
-        mw = [pa.cell_on_test(part, m) for part in pa.FACTOID]
-        lines.append(f"| {ROWS[m]} | " + " | ".join(mw) + " | "
-                     + " | ".join(ci_cell(rows[m][h], "hits@1", empty="not run yet") for h in HOPS) + " |")
-    lines.append("| PG&AKV − QSM (paired) | " + " | ".join(pa.gain_on_test(part, "pgakv", "qsm") for part in pa.FACTOID)
-                 + " | " + " | ".join(_gain(rows["pgakv"][h], rows["qsm"][h]) for h in HOPS) + " |")
-    return lines + [""]
+        body.append([ROWS[m], *(pa.cell_on_test(part, m) for part in pa.FACTOID),
+                     *(ci_cell(rows[m][h], "hits@1", empty="not run yet") for h in HOPS)])
+    body.append(["PG&AKV − QSM (paired)", *(pa.gain_on_test(part, "pgakv", "qsm") for part in pa.FACTOID),
+                 *(_gain(rows["pgakv"][h], rows["qsm"][h]) for h in HOPS)])
+    return table("mini_world", "The mini-world beside the real KG",
+                 ["method", "mini-world simple", "mini-world multi-hop", *(f"MetaQA {h}-hop" for h in HOPS)], body)
 
 
 def _tog(h: int) -> list[dict[str, Any]]:
@@ -176,8 +180,73 @@ def _holds(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
     return f"not shown ({100 * mean:+.1f} points, CI includes 0, n={n})"
 
 
-def report(records: Records) -> str:
+def dev_table(scores: dict[float, dict[str, Any]]) -> ResultTable:
+    body = []
+    for t, sc in scores.items():
+        cells = [f"{100 * m:.1f} (n={n})" if m is not None else "not run yet" for m, n in sc["per_hop"].values()]
+        pooled = f"{100 * sc['pooled']:.1f} (n={sc['n']})" if sc["pooled"] is not None else "—"
+        body.append([t, *cells, pooled])
+    return table("dev", "Threshold chosen on dev (Hits@1 on the dev part)",
+                 ["threshold", *(f"{h}-hop" for h in HOPS), "pooled"], body)
+
+
+def results_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+    body = []
+    for m, per in rows.items():
+        paper = PAPER_TABLE2.get(m.replace("_chosen", ""))
+        paper_txt = f"{paper[0]} / {paper[1]}" if paper and m != "pgakv_chosen" else "—"
+        body.append([ROWS[m], *(ci_cell(per[h], "hits@1", empty="not run yet") for h in HOPS), paper_txt])
+    return table("results", "Results (MetaQA dev, our reported part), Hits@1",
+                 ["method", *(f"{h}-hop" for h in HOPS), "paper (SimpleQuestions / QALD-10)"], body)
+
+
+def claims_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+    best = {h: max(KG_FREE, key=lambda m: _mean(rows[m][h]) if rows[m][h] else -1) for h in HOPS}
+    body = [["PG&AKV above the best KG-free baseline (Table 2)",
+             *(f"vs {best[h]}: {_holds(rows['pgakv'][h], rows[best[h]][h])}" for h in HOPS)],
+            ["PG&AKV above QSM (Table 2)", *(_holds(rows["pgakv"][h], rows["qsm"][h]) for h in HOPS)],
+            ["Pseudo-Graph above CoT (Table 4)", *(_holds(rows["pgakv_pg"][h], rows["cot"][h]) for h in HOPS)],
+            ["PG&AKV above Pseudo-Graph (Table 4)", *(_holds(rows["pgakv"][h], rows["pgakv_pg"][h]) for h in HOPS)]]
+    return table("claims", "Which of the paper's claims hold on the real KG",
+                 ["claim (paper)", *(f"{h}-hop" for h in HOPS)], body)
+
+
+def funnel_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+    body = []
+    for h in HOPS:
+        recs = [r for r in rows["pgakv"][h] if (r.get("funnel") or {}).get("gold")]
+        if not recs:
+            body.append([h, 0, *(["—"] * 10)])
+            continue
+        share = lambda k: f"{sum(1 for r in recs if r['funnel']['gold'].get(k)) / len(recs):.2f}"  # noqa: E731
+        size = lambda k: f"{sum(r['funnel']['sizes'].get(k) or 0 for r in recs) / len(recs):.0f}"  # noqa: E731
+        outside = sum(max(0.0, r["seconds"] - r["llm"].get("seconds", 0.0)) for r in recs) / len(recs)
+        body.append([h, len(recs), share("G_p"), share("G_t"), share("G_g"), share("G_f"), size("searched"),
+                     size("G_t"), size("G_g"), size("G_f"), sum(1 for r in recs if r["funnel"].get("cypher_error")),
+                     f"{outside:.1f}"])
+    return table("funnel", "Where the gold answer is lost (PG&AKV, threshold 0.7)",
+                 ["hop", "n", "in G_p", "in G_t", "in G_g", "in G_f", "triples searched", "G_t", "G_g", "G_f",
+                  "Cypher errors", "non-LLM s/q"], body)
+
+
+def gains_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+    body = [[f"{ROWS[a]} − {ROWS[b]}", *(_gain(rows[a][h], rows[b][h]) for h in HOPS)]
+            for a, b in (("pgakv", "qsm"), ("pgakv", "cot"), ("pgakv", "io"), ("pgakv_pg", "cot"),
+                         ("pgakv", "pgakv_pg"), ("pgakv", "tog"))]
+    return table("gains", "Paired gains", ["comparison", *(f"{h}-hop" for h in HOPS)], body)
+
+
+def result_tables(records: Records) -> dict[str, ResultTable]:
+    """Every table of the report, as data (``.frame()`` for a notebook, ``.markdown()`` for the report)."""
     rows = _rows(records)
+    out = [dev_table(dev_scores(records)), results_table(rows), claims_table(rows), mini_world_table(rows),
+           funnel_table(rows), gains_table(rows)]
+    return {t.name: t for t in out}
+
+
+def report(records: Records) -> str:
+    t = result_tables(records)
+    rule = choose(dev_scores(records))
     lines = ["# PG&AKV on a real knowledge graph: the MetaQA KB", "",
              "MetaQA dev, our reported part: the same 100 questions per hop as KB-BINDER's and Think-on-Graph's "
              "cells (`baselines_metaqa`), answered over the MetaQA KB (WikiMovies, every triple searchable: "
@@ -189,61 +258,25 @@ def report(records: Records) -> str:
              f"Grid fixed before any run: thresholds {', '.join(str(t) for t in GRID)} (top-k the paper's 10); rule: "
              f"the highest dev Hits@1 pooled over the hops, ties to the value nearest the paper's {PAPER_THRESHOLD}. "
              f"Dev: {DEV} questions per hop from MetaQA dev lines no table reports (`pgakv:metaqa:Nhop:dev`).", "",
-             "| threshold | " + " | ".join(f"{h}-hop" for h in HOPS) + " | pooled |", "|---|" + "---|" * (len(HOPS) + 1)]
-    scores = dev_scores(records)
-    for t, sc in scores.items():
-        cells = [f"{100 * m:.1f} (n={n})" if m is not None else "not run yet" for m, n in sc["per_hop"].values()]
-        pooled = f"{100 * sc['pooled']:.1f} (n={sc['n']})" if sc["pooled"] is not None else "—"
-        lines.append(f"| {t} | " + " | ".join(cells) + f" | {pooled} |")
-    rule = choose(scores)
-    lines += ["", (f"The rule gives {rule}." if rule is not None else
-                   "The rule gives nothing yet: not every dev cell is complete.")
-              + ("" if CHOSEN is None else f" The reported runs use {CHOSEN}.")]
-    lines += ["", "## Results (MetaQA dev, our reported part)", "",
-              "| method | " + " | ".join(f"{h}-hop" for h in HOPS) + " | paper (SimpleQuestions / QALD-10) |",
-              "|---|" + "---|" * (len(HOPS) + 1)]
-    for m, per in rows.items():
-        paper = PAPER_TABLE2.get(m.replace("_chosen", ""))
-        paper_txt = f"{paper[0]} / {paper[1]}" if paper and m != "pgakv_chosen" else "—"
-        lines.append(f"| {ROWS[m]} | " + " | ".join(ci_cell(per[h], "hits@1", empty="not run yet") for h in HOPS)
-                     + f" | {paper_txt} |")
-    best = {h: max(KG_FREE, key=lambda m: _mean(rows[m][h]) if rows[m][h] else -1) for h in HOPS}
-    lines += ["", "## Which of the paper's claims hold on the real KG", "",
-              "| claim (paper) | " + " | ".join(f"{h}-hop" for h in HOPS) + " |", "|---|" + "---|" * len(HOPS),
-              "| PG&AKV above the best KG-free baseline (Table 2) | "
-              + " | ".join(f"vs {best[h]}: {_holds(rows['pgakv'][h], rows[best[h]][h])}" for h in HOPS) + " |",
-              "| PG&AKV above QSM (Table 2) | " + " | ".join(_holds(rows["pgakv"][h], rows["qsm"][h]) for h in HOPS)
-              + " |",
-              "| Pseudo-Graph above CoT (Table 4) | "
-              + " | ".join(_holds(rows["pgakv_pg"][h], rows["cot"][h]) for h in HOPS) + " |",
-              "| PG&AKV above Pseudo-Graph (Table 4) | "
-              + " | ".join(_holds(rows["pgakv"][h], rows["pgakv_pg"][h]) for h in HOPS) + " |",
-              "", f"Table 4's QALD-10 steps in the paper (CoT → Pseudo-Graph → Ours, GPT-3.5): "
-              f"{' → '.join(str(x) for x in PAPER_TABLE4_QALD)}.", ""]
-    lines += mini_world_beside(rows)
-    lines += ["## Where the gold answer is lost (PG&AKV, threshold 0.7)", "",
-              "Share of questions with a gold answer in the pseudo-graph G_p, the retrieved triples G_t (top-10 per "
-              "pseudo-triple over every KG triple), the pruned ground graph G_g and the verified graph G_f; sizes "
-              "are means per question; non-LLM seconds = wall time outside the model per question.", "",
-              "| hop | n | in G_p | in G_t | in G_g | in G_f | triples searched | G_t | G_g | G_f | Cypher errors | "
-              "non-LLM s/q |", "|---|" + "---|" * 11]
-    for h in HOPS:
-        recs = [r for r in rows["pgakv"][h] if (r.get("funnel") or {}).get("gold")]
-        if not recs:
-            lines.append(f"| {h} | 0 |" + " |" * 10)
-            continue
-        share = lambda k: f"{sum(1 for r in recs if r['funnel']['gold'].get(k)) / len(recs):.2f}"  # noqa: E731
-        size = lambda k: f"{sum(r['funnel']['sizes'].get(k) or 0 for r in recs) / len(recs):.0f}"  # noqa: E731
-        outside = sum(max(0.0, r["seconds"] - r["llm"].get("seconds", 0.0)) for r in recs) / len(recs)
-        lines.append(f"| {h} | {len(recs)} | {share('G_p')} | {share('G_t')} | {share('G_g')} | {share('G_f')} | "
-                     f"{size('searched')} | {size('G_t')} | {size('G_g')} | {size('G_f')} | "
-                     f"{sum(1 for r in recs if r['funnel'].get('cypher_error'))} | {outside:.1f} |")
-    lines += ["", "## Paired gains", "", "| comparison | " + " | ".join(f"{h}-hop" for h in HOPS) + " |",
-              "|---|" + "---|" * len(HOPS)]
-    for a, b in (("pgakv", "qsm"), ("pgakv", "cot"), ("pgakv", "io"), ("pgakv_pg", "cot"), ("pgakv", "pgakv_pg"),
-                 ("pgakv", "tog")):
-        lines.append(f"| {ROWS[a]} − {ROWS[b]} | " + " | ".join(_gain(rows[a][h], rows[b][h]) for h in HOPS) + " |")
+             t["dev"].markdown(), "",
+             (f"The rule gives {rule}." if rule is not None else
+              "The rule gives nothing yet: not every dev cell is complete.")
+             + ("" if CHOSEN is None else f" The reported runs use {CHOSEN}."),
+             "", "## Results (MetaQA dev, our reported part)", "", t["results"].markdown(), "",
+             "## Which of the paper's claims hold on the real KG", "", t["claims"].markdown(), "",
+             f"Table 4's QALD-10 steps in the paper (CoT → Pseudo-Graph → Ours, GPT-3.5): "
+             f"{' → '.join(str(x) for x in PAPER_TABLE4_QALD)}.", "",
+             "## The mini-world beside the real KG", "", MINI_WORLD_NOTE, "", t["mini_world"].markdown(), "",
+             "## Where the gold answer is lost (PG&AKV, threshold 0.7)", "", FUNNEL_NOTE, "",
+             t["funnel"].markdown(), "", "## Paired gains", "", t["gains"].markdown()]
     return "\n".join(lines) + "\n"
+
+
+def frames(model: str | None = None) -> dict[str, Any]:
+    """The report's tables as DataFrames, from the saved records (of ``model``; default: the default model)."""
+    from .result_table import frames as to_frames
+
+    return to_frames(list(result_tables(Records(TABLE, model)).values()))
 
 
 TABLE = register(Table(

@@ -316,6 +316,36 @@ def metaqa_kb_path() -> Path:
 # --------------------------------------------------------------------------------------------
 # Our own sets (JSON lines of Question records)
 # --------------------------------------------------------------------------------------------
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null",
+             float: "a fractional number"}
+    return names.get(type(value), "a number")
+
+
+def _record_problem(d: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a question record read from a file (None: nothing)."""
+    qid = d["qid"]
+    if not isinstance(qid, str) and not (isinstance(qid, int) and not isinstance(qid, bool)):
+        return f"'qid' must be a string (or a whole number), got {_json_type(qid)}"
+    if not isinstance(d["question"], str):
+        return f"'question' must be a string, got {_json_type(d['question'])}"
+    if not _is_strings(d["answers"]):
+        return "'answers' must be a list of strings" + ("" if isinstance(d["answers"], list) else
+                                                       f", got {_json_type(d['answers'])}")
+    if "topic_entities" in d and not _is_strings(d["topic_entities"]):
+        return "'topic_entities' must be a list of strings (e.g. [\"Inception\"])"
+    if d.get("kind", "factoid") not in ("factoid", "open"):
+        return f"unknown question kind {d['kind']!r}: expected 'factoid' or 'open'"
+    for key in ("gold_query", "metadata"):
+        if key in d and not isinstance(d[key], dict):
+            return f"'{key}' must be a JSON object, got {_json_type(d[key])}"
+    return None
+
+
 def load_jsonl(path: str | Path, name: str | None = None, kg: str | None = None) -> Dataset:
     path = Path(path)
     if not path.exists():
@@ -342,9 +372,9 @@ def load_jsonl(path: str | Path, name: str | None = None, kg: str | None = None)
         if missing:
             raise DatasetError(f"{path}, line {i}: missing {', '.join(missing)}; every record needs qid, question "
                                f"and answers: {RECORD_FORM}")
-        if not isinstance(d["question"], str) or not isinstance(d["answers"], list):
-            raise DatasetError(f"{path}, line {i}: 'question' must be a string and 'answers' a list of strings: "
-                               f"{RECORD_FORM}")
+        problem = _record_problem(d)
+        if problem:
+            raise DatasetError(f"{path}, line {i}: {problem}: {RECORD_FORM}")
         if d["qid"] in seen:
             raise DatasetError(f"{path}, line {i}: qid {d['qid']!r} is used twice; give every question its own qid "
                                "(run files are resumed by qid)")

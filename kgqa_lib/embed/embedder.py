@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import _sqlite
-from .._sqlite import CacheCorrupt, CacheRecoveredWarning, move_aside, run_recovering
+from .._sqlite import CacheCorrupt, CacheRecoveredWarning, guarded, move_aside
 from ..paths import user_cache_dir
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbedStats", "EmbeddingIndex", "cosine_topk"]
@@ -144,17 +144,18 @@ class Embedder:
         self._memo: dict[str, np.ndarray] = {}
         self._lock = threading.RLock()
         self.recover = recover
-        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
         self._con = None
         self._guarded(self._connect)
 
     def _connect(self) -> None:
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
         self._con = _sqlite.connect(self.cache_path, timeout=60, isolation_level=None, check_same_thread=False)
         self._con.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, h TEXT, v BLOB, PRIMARY KEY (model, h))")
 
     def _guarded(self, fn, *args):
-        """Run ``fn``; when the cache file turns out damaged, move it aside, start a new one, run again."""
-        return run_recovering(fn, args, self._recover, f"The embedding cache {self.cache_path}")
+        """Run ``fn``; when the cache file turns out damaged, move it aside, start a new one, run again;
+        a file that cannot be used (disk full, locked, read-only) is a :class:`~kgqa_lib.errors.StorageError`."""
+        return guarded(fn, args, f"The embedding cache {self.cache_path}", self._recover)
 
     def _recover(self, exc: BaseException) -> None:
         what = (f"The embedding cache {self.cache_path} is damaged ({exc}). It only speeds things up: "
@@ -167,7 +168,7 @@ class Embedder:
             aside = move_aside(self.cache_path) if self.cache_path.exists() else None
             self._connect()
         warnings.warn(f"{what} Moved it to {aside.name if aside else '(gone)'} and started a new one.",
-                      CacheRecoveredWarning, stacklevel=5)  # recover < run_recovering < _guarded < method < caller
+                      CacheRecoveredWarning, stacklevel=6)  # recover < run_recovering < guarded < _guarded < method < caller
 
     def __repr__(self) -> str:
         return f"Embedder(model={self.model_id!r}, cache_path='{self.cache_path}', loaded={self._st is not None})"

@@ -1,8 +1,9 @@
-"""PG&AKV read from finished runs, split into dev and test: the pruning settings chosen
-on the dev questions, Table 2 on the test questions, the paper's verification-error share, and why
-QSM wins; and, per record, where a wrong answer lost the gold one (:func:`gold_funnel`,
-:func:`attribute_error`, :func:`pruning_sweep`: gold-based, so here and not in the method).
-Everything here reads run records only: no LLM call.
+"""PG&AKV read from finished runs, split into dev and test: the pruning settings chosen on the dev
+questions, cells and paired gains on the test questions, the paper's verification-error share, why QSM
+wins, and the paper's own gains to compare with; and, per record, where a wrong answer lost the gold one
+(:func:`gold_funnel`, :func:`attribute_error`, :func:`pruning_sweep`: gold-based, so here and not in the
+method). Everything here reads run records only: no LLM call. The reports and the notebooks' tables
+built from these are in :mod:`kgqa_lib.bench.pgakv`.
 
 A *loader* is ``load(set, run) -> list of records`` with ``set`` in ``simple``/``multihop``/``open``
 and ``run`` a run name (``io``, ``cot``, ``sc``, ``qsm``, ``pgakv``, ``pgakv_thr05``, ...: the
@@ -19,7 +20,7 @@ from typing import Any, Callable
 
 from ..methods.pgakv import reprune, stage_output
 from .metrics import normalize_answer
-from .report import best_baseline_gain, ci_cell, format_gain, paired_gain, summarize
+from .report import ci_cell, format_gain, paired_gain, summarize
 
 Loader = Callable[[str, str], list[dict[str, Any]]]
 SETS = ("simple", "multihop", "open")
@@ -182,7 +183,7 @@ def restrict(records: list[dict[str, Any]], qids: set[str]) -> list[dict[str, An
     return [r for r in records if r["qid"] in qids]
 
 
-def _counts(d: dict[str, int]) -> str:
+def counts_text(d: dict[str, int]) -> str:
     """``{"pruning": 3, "Cypher": 1}`` → ``pruning 3, Cypher 1`` (largest first)."""
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"
 
@@ -249,96 +250,7 @@ def choice_margin(choice: dict[str, Any]) -> int | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. Table 2 on the test questions
-# ---------------------------------------------------------------------------------------------
-
-
-def table2_test_report(load: Loader = committed_records, choice: dict[str, Any] | None = None) -> str:
-    """Markdown: the pruning setting chosen on dev (with the dev numbers that chose it and the
-    offline proxy), then Table 2 on the test questions of every set — every method with a 95%
-    bootstrap CI — and paired gains on the test questions, the paper's GPT-3.5 values beside ours."""
-    choice = choice or choose_pruning(load)
-    chosen_run, thr = choice["choice"]["run"], choice["choice"]["threshold"]
-    tests = {s: split_qids(s)[1] for s in SETS}
-    recs = lambda s, run: restrict(load(s, run), tests[s])  # noqa: E731
-    from ..data.datasets import MINIWORLD_DEV_FRACTION, MINIWORLD_SPLIT_SEED
-
-    lines = ["# PG&AKV, Table 2 on the test splits (pruning chosen on dev; see \"Not held out\" below)\n",
-             f"Splits (`kgqa_lib.data.datasets.split_dev_test`, seed {MINIWORLD_SPLIT_SEED}, stratified by question type: "
-             "simple by ambiguous/temporal/recent flags, multi-hop by logical form, open by style): "
-             + ", ".join(f"{s} {len(split_qids(s)[0])} dev / {len(tests[s])} test (dev fraction "
-                         f"{MINIWORLD_DEV_FRACTION[s]})" for s in SETS)
-             + ". The open set is all test: ROUGE-L of prose cannot score pruning offline, so nothing is chosen on it.\n",
-             "## Pruning chosen on the dev questions (simple + multi-hop, pooled)\n",
-             "Objective Hits@1 of the full method (with verification), known for the settings (threshold, k) whose "
-             "end-to-end runs exist on the dev questions; a tie keeps the paper's (0.7, k = subjects of `G_p`).\n",
-             "| threshold | k | " + " | ".join(f"{s} dev Hits@1" for s in FACTOID) + " | pooled |", "|---|---|---|---|---|"]
-    for (t, extra), row in sorted(choice["dev"].items(), key=lambda kv: (-kv[0][0], kv[0][1])):
-        lines.append(f"| {t} | {k_label(extra)} | " + " | ".join(f"{row[s][0]}/{row[s][1]} ({100 * row[s][0] / row[s][1]:.1f})"
-                                                                 for s in FACTOID + ("pooled",)) + " |")
-    margin = choice_margin(choice)
-    chosen_key = (thr, choice["choice"]["k_extra"])
-    lines.append(f"\n**Chosen: threshold {thr}, k = {choice['choice']['k']}** (run `{chosen_run}`)"
-                 + (f", by {margin} of {choice['dev'][chosen_key]['pooled'][1]} dev questions over the next setting: weak "
-                    "evidence; the test numbers below are what counts." if margin is not None else ".") + "\n")
-    held = not_held_out_text(load, chosen_run)
-    if held:
-        lines.append(held + "\n")
-    lines.append("Offline proxy on the same dev questions (no LLM call): gold answer kept in `G_g` after re-pruning the "
-                 "recorded retrieval, and ground triples per question. It rises as pruning loosens, so it informs a next "
-                 "run but cannot choose (loosest pruning always wins).\n")
-    lines.append("| k | threshold | " + " | ".join(f"{s}: gold in G_g | {s}: triples/q" for s in FACTOID) + " |")
-    lines.append("|---|---|" + "---|---|" * len(FACTOID))
-    for key in choice["proxy"][FACTOID[0]]:
-        extra, t = key
-        cells = []
-        for s in FACTOID:
-            p = choice["proxy"][s][key]
-            cells += [f"{p['kept']}/{p['n']}", f"{p['triples/q']:.1f}"]
-        lines.append(f"| {k_label(extra)} | {t} | " + " | ".join(cells) + " |")
-
-    lines += ["\n## Table 2 on the test questions\n",
-              "Hits@1 (simple, multi-hop) and ROUGE-L (open) in points, 95% bootstrap CI. The paper's column: its Table 2, "
-              "GPT-3.5 rows (SimpleQuestions / QALD-10 Hits@1; its Nature Questions column is not in our copy of the paper).\n",
-              "| method | simple | multi-hop | open | paper GPT-3.5 (SimpleQuestions / QALD-10) |", "|---|---|---|---|---|"]
-    for run, name in ROWS.items():
-        cells = [ci_cell(recs(s, run), METRIC[s]) for s in SETS]
-        if all(c == "—" for c in cells):
-            continue
-        note = choice_note(run, chosen_run)
-        tag = (f" — **{note}**" if run == chosen_run else f" — {note}") if note else ""
-        paper = PAPER_TABLE2.get(run if run != "pgakv" else "pgakv")
-        paper_cell = f"{paper[0]} / {paper[1]}" if paper and run in PAPER_TABLE2 else ""
-        lines.append(f"| {name}{tag} | " + " | ".join(cells) + f" | {paper_cell} |")
-
-    lines += ["\n## Gains on the test questions (paired bootstrap 95% CI, points)\n",
-              "`best KG-free`: the IO/CoT/SC run with the highest mean on these test questions (the strongest baseline "
-              "the test shows: conservative for PG&AKV). The paper's minimum claimed gains: +7.5 (factoid), +11.5 (open).\n",
-              "| set | comparison | gain [95% CI] | n |", "|---|---|---|---|"]
-    for s in SETS:
-        m, kg_free = METRIC[s], {b: recs(s, b) for b in KG_FREE if recs(s, b)}
-        pairs = []
-        for run in dict.fromkeys(("pgakv", chosen_run)):
-            if recs(s, run) and kg_free:
-                best, _, gain = best_baseline_gain(recs(s, run), kg_free, m)
-                pairs.append((f"{ROWS[run]} − best KG-free ({best})", gain))
-            if recs(s, run) and recs(s, "qsm"):
-                pairs.append((f"{ROWS[run]} − QSM", paired_gain(recs(s, run), recs(s, "qsm"), m)))
-        if chosen_run != "pgakv" and recs(s, chosen_run) and recs(s, "pgakv"):
-            pairs.append((f"{ROWS[chosen_run]} − {ROWS['pgakv']}", paired_gain(recs(s, chosen_run), recs(s, "pgakv"), m)))
-        for run in ("pgakv_noverify", "pgakv_thr05_noverify"):
-            full = "pgakv" if run == "pgakv_noverify" else "pgakv_thr05"
-            if recs(s, run) and recs(s, full):
-                pairs.append((f"{ROWS[run]} − {ROWS[full]}", paired_gain(recs(s, run), recs(s, full), m)))
-        if not recs(s, chosen_run):
-            pairs.append((f"{ROWS[chosen_run]}: no run on this set yet", None))
-        for what, gain in pairs:
-            lines.append(f"| {s} | {what} | {format_gain(gain) if gain else '—'} | {gain[3] if gain else ''} |")
-    return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# 3. The paper's verification-error share (its section 4.6.3)
+# 2. The paper's verification-error share (its section 4.6.3)
 # ---------------------------------------------------------------------------------------------
 def verification_error_share(full: list[dict[str, Any]], without: list[dict[str, Any]]) -> dict[str, Any]:
     """The paper's definition: of the questions the full method gets wrong, the share that the run
@@ -359,7 +271,7 @@ def verification_error_share(full: list[dict[str, Any]], without: list[dict[str,
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. Why QSM wins
+# 3. Why QSM wins
 # ---------------------------------------------------------------------------------------------
 def _gold_subjects(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The pruning's subject rows (``prune`` stage) whose retrieved triples hold a gold answer."""
@@ -412,56 +324,8 @@ def qsm_wins(pgakv: list[dict[str, Any]], qsm: list[dict[str, Any]], thresholds=
             "funnel": {g: sum(bool(gold_funnel(r)[g]) for r in lost) for g in ("G_p", "G_t", "G_g", "G_f")}}
 
 
-def analysis_report(load: Loader = committed_records, choice: dict[str, Any] | None = None) -> str:
-    """Markdown: the verification-error share (paper's definition) and the QSM analysis, per factoid
-    set, on all questions and on the test questions, with the dev-chosen threshold among the re-pruning ones."""
-    choice = choice or choose_pruning(load)
-    thr = choice["choice"]["threshold"]
-    lines = ["## Verification errors against the run with `verify=False` (our reference; the paper's is the pseudo-graph-only run above)\n",
-             "Of the questions the full method gets wrong, the share the run without verification gets right. The paper "
-             "(15.2 %, GPT-3.5, QALD-10) counts against answering from the pseudo-graph alone — that is the section "
-             "'The verification-error share against the pseudo-graph-only run' (the `kg_context=none` runs); this one counts against `verify=False` (answers from G_g ∪ G_p, the "
-             "same retrieval and pruning), on all questions and on the test questions, with the trace stage that lost them.\n",
-             "| set | questions | wrong | introduced by verification | share | trace stage of those |", "|---|---|---|---|---|---|"]
-    for s in FACTOID:
-        for part, qids in (("all", None), ("test", split_qids(s)[1])):
-            full, nov = load(s, "pgakv"), load(s, "pgakv_noverify")
-            if qids is not None:
-                full, nov = restrict(full, qids), restrict(nov, qids)
-            if not full or not nov:
-                continue
-            v = verification_error_share(full, nov)
-            lines.append(f"| {s} | {part} ({len(full)}) | {v['wrong']} | {v['introduced']} | {100 * v['share']:.1f} % | "
-                         f"{_counts(v['trace stage of those'])} |")
-    lines += ["\n## Why QSM wins: questions QSM gets right and PG&AKV (threshold 0.7) wrong\n",
-              f"Re-pruned offline at the threshold chosen on dev ({thr}; not held out, see above) and at 0.0 (no threshold: "
-              "what is left is the top-k "
-              "step), same k. `threshold's share`: of all the questions QSM wins, those whose gold answer a threshold of "
-              f"{thr} instead of 0.7 keeps in G_g — the part of QSM's lead that sits in the threshold's scale. Our encoder is "
-              "MiniLM, whose cosines run lower than the 0.7 the paper set for its Sentence-BERT; SBERT's own scale is not "
-              "measured here, so reading this share as 'the encoder's scale' is an assumption.\n",
-              "| set | questions | QSM right, PG&AKV wrong | lost at (first stage) | pruning: cause | gold subject's mean "
-              f"cosine | kept at {thr} | kept at 0.0 | threshold's share | QSM top-1 cosine (median) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for s in FACTOID:
-        for part, qids in (("all", None), ("test", split_qids(s)[1])):
-            pg, q = load(s, "pgakv"), load(s, "qsm")
-            if qids is not None:
-                pg, q = restrict(pg, qids), restrict(q, qids)
-            if not pg or not q:
-                continue
-            w = qsm_wins(pg, q, thresholds=tuple(dict.fromkeys((thr, 0.0))))
-            lines.append(f"| {s} | {part} ({len(pg)}) | {w['qsm right, pgakv wrong']} | {_counts(w['stage'])} | "
-                         f"{_counts(w['pruning cause'])} | {_counts(w['gold subject mean cosine'])} | {w['kept in G_g when re-pruned at'][thr]} / {w['pruning losses']} | "
-                         f"{w['kept in G_g when re-pruned at'][0.0]} / {w['pruning losses']} | "
-                         f"{w['kept in G_g when re-pruned at'][thr]} / {w['qsm right, pgakv wrong']} "
-                         f"({100 * w['kept in G_g when re-pruned at'][thr] / max(1, w['qsm right, pgakv wrong']):.0f} %) | "
-                         f"{'—' if w['QSM top-1 cosine (median)'] is None else format(w['QSM top-1 cosine (median)'], '.3f')} |")
-    return "\n".join(lines) + "\n"
-
-
 # ---------------------------------------------------------------------------------------------
-# 5. Tables 3 and 4 and G_base without annotations, on the test questions
+# 4. Tables 3 and 4 and G_base without annotations, on the test questions
 # ---------------------------------------------------------------------------------------------
 # The paper's Table 4 (GPT-3.5): CoT → Pseudo-Graph → Verification, QALD-10 / Nature Questions
 # (our multi-hop / open sets play those parts; it gives no SimpleQuestions column).
@@ -486,81 +350,8 @@ def _paired(a: list[dict[str, Any]], b: list[dict[str, Any]], metric: str) -> st
     return f"{format_gain(g)} (n={g[3]})"
 
 
-def test_split_report(load: Loader = committed_records) -> str:
-    """Markdown for ``results/bench/pgakv_test.md``: Table 2 on the test splits (chosen on dev), the
-    paper's Table 4 ablation, Table 3 (KG sources), G_base without annotations, the verification-error
-    share against the pseudo-graph-only run, and why QSM wins — every number from the saved records."""
-    choice = choose_pruning(load)
-    chosen = choice["choice"]["run"]
-    tests = {s: split_qids(s)[1] for s in SETS}
-    recs = lambda s, run: restrict(load(s, run), tests[s])  # noqa: E731
-    lines = [table2_test_report(load, choice)]
-
-    lines += ["## The paper's Table 4 on the test questions: CoT → Pseudo-Graph → Verification\n",
-              "`Pseudo-Graph` is `kg_context=none`: the answer sees the model's own pseudo-graph, no KG. `Verification` is "
-              f"the full method (threshold 0.7, the paper's, and threshold {choice['choice']['threshold']}, k = {choice['choice']['k']}, "
-              f"{choice_note(chosen, chosen)}). Gains in "
-              "points with paired bootstrap 95% CIs on the same test questions. The paper's column: its Table 4 (GPT-3.5), "
-              "QALD-10 beside our multi-hop set, Nature Questions beside our open set; it has no SimpleQuestions column.\n",
-              "| set | CoT | Pseudo-Graph | Verification 0.7 | Verification (chosen) | Pseudo-Graph − CoT | "
-              "Verification (chosen) − Pseudo-Graph | Verification 0.7 − Pseudo-Graph | paper (GPT-3.5) |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    for s in SETS:
-        m = METRIC[s]
-        cot, pg, full, ch = recs(s, "cot"), recs(s, "pgakv_pg"), recs(s, "pgakv"), recs(s, chosen)
-        if not pg:
-            lines.append(f"| {s} | " + " | ".join(["—"] * 7) + " | not run yet |")
-            continue
-        paper = PAPER_TABLE4.get(s)
-        pcell = (f"{paper[0]}: CoT {paper[1]} → {paper[2]} ({paper[2] - paper[1]:+.1f}) → {paper[3]} "
-                 f"({paper[3] - paper[2]:+.1f})") if paper else "—"
-        lines.append(f"| {s} | {ci_cell(cot, m)} | {ci_cell(pg, m)} | {ci_cell(full, m)} | {ci_cell(ch, m)} | {_paired(pg, cot, m)} | "
-                     f"{_paired(ch, pg, m)} | {_paired(full, pg, m)} | {pcell} |")
-
-    lines += ["\n## The verification-error share against the pseudo-graph-only run (the paper's definition)\n",
-              "Of the test questions the full method gets wrong, the share the Pseudo-Graph run gets right (the paper: 15.2 %, "
-              "GPT-3.5, QALD-10).\n",
-              "| set | run | wrong | right without verification | share |", "|---|---|---|---|---|"]
-    for s in FACTOID:
-        for run in dict.fromkeys(("pgakv", chosen)):
-            full, pg = recs(s, run), recs(s, "pgakv_pg")
-            if full and pg:
-                v = verification_error_share(full, pg)
-                lines.append(f"| {s} | {ROWS[run]} | {v['wrong']} | {v['introduced']} | {100 * v['share']:.1f} % |")
-
-    lines += ["\n## The paper's Table 3 on the test questions: the same questions over two KG schemas\n",
-              f"PG&AKV at the chosen threshold ({choice['choice']['threshold']}) over the mini-world's Wikidata-like schema "
-              "and over its Freebase-like schema (same facts, other ids, relation names and shapes); gain over CoT (KG-free, "
-              "the same run for both) with paired 95% CIs. The paper's column: its Table 3 (GPT-3.5), SimpleQuestions beside "
-              "our simple set, Nature Questions beside our open set.\n",
-              "| set | CoT | schema | PG&AKV | gain over CoT | paper (GPT-3.5): CoT → ours, gain |", "|---|---|---|---|---|---|"]
-    for s in ("simple", "open"):
-        m, cot = METRIC[s], recs(s, "cot")
-        name, pcot, pours = PAPER_TABLE3[s]
-        for schema, run in SCHEMA_RUNS.items():
-            r = recs(s, run)
-            lines.append(f"| {s} | {ci_cell(cot, m)} | {schema} | {ci_cell(r, m) if r else 'not run yet'} | "
-                         f"{_paired(r, cot, m) if r else '—'} | {name}: {pcot} → {pours[schema]} ({pours[schema] - pcot:+.1f}) |")
-
-    lines += ["\n## G_base without the dataset's topic-entity annotations\n",
-              "The paper extracts G_base 'from Wikidata or Freebase based on the questions' and never needs entity ids; our "
-              "default seeds G_base with each question's annotated topic entities. `no annotations`: "
-              "`use_topic_entities=false link_question=true` — G_base from the pseudo-graph's entity names (PG&AKV) and the "
-              "entity names found in the question text, linked by label. Same test questions, paired 95% CIs.\n",
-              "| set | method | with annotations | no annotations | no annotations − with |", "|---|---|---|---|---|"]
-    for s in FACTOID:
-        m = METRIC[s]
-        for base, noann in ((chosen, "pgakv_thr05_noann"), ("qsm", "qsm_noann")):
-            a, b = recs(s, base), recs(s, noann)
-            lines.append(f"| {s} | {ROWS.get(base, base)} | {ci_cell(a, m)} | {ci_cell(b, m) if b else 'not run yet'} | "
-                         f"{_paired(b, a, m) if b else '—'} |")
-    lines.append("")
-    lines.append(analysis_report(load, choice))
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------------------------
-# 6. For the notebooks (11-14): cells read only when complete, costs, what verification changed
+# 5. Cells read only when complete, costs, what verification changed
 # ---------------------------------------------------------------------------------------------
 # The paper's Table 5 (GPT-4): CoT → Pseudo-Graph → Verification, QALD-10 / Nature Questions, and its
 # verification-error shares (section 4.6.3, QALD-10) and Cypher error rate, for reference beside ours.
@@ -684,3 +475,97 @@ def stage_seconds(records: list[dict[str, Any]]) -> dict[str, float]:
         for st in r["trace"]:
             out[st["name"]] = out.get(st["name"], 0.0) + st["seconds"] / len(live)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. The paper's gains beside ours, and where an interval lies
+# ---------------------------------------------------------------------------------------------
+PAPER_COLUMNS = {"simple": "SimpleQuestions", "multihop": "QALD-10", "open": "Nature Questions"}  # what our sets stand for
+PAPER_ROW_NAMES = {"io": "IO", "cot": "CoT", "sc": "SC", "qsm": "QSM", "pgakv": "Ours"}  # Table 2's row names
+ABLATION_ROWS = {"cot": (1, "CoT"), "pgakv_pg": (2, "Pseudo-Graph"), "pgakv": (3, "Verification")}  # Tables 4/5
+
+
+def paper_gain(part: str, vs: str) -> tuple[float | None, str]:
+    """The paper's GPT-3.5 gain of its method over ``vs`` (``"best KG-free"`` or ``"qsm"``) in the column our
+    set ``part`` stands for, and where it is read: Table 2 (SimpleQuestions, QALD-10) for the factoid sets, Table
+    4's Nature Questions column (Verification − CoT, its only baseline there) for the open set; ``(None, why)``
+    where our copy of the paper has no value."""
+    if part == "open":
+        if vs == "qsm":
+            return None, "not in our copy of the paper"
+        name, cot, _, ours = PAPER_TABLE4["open"]
+        return round(ours - cot, 1), f"Table 4, column {name}: Verification − CoT"
+    col = FACTOID.index(part)
+    other = "qsm" if vs == "qsm" else max(KG_FREE, key=lambda b: PAPER_TABLE2[b][col])
+    gain = PAPER_TABLE2["pgakv"][col] - PAPER_TABLE2[other][col]
+    return round(gain, 1), f"Table 2, column {PAPER_COLUMNS[part]}: Ours − {PAPER_ROW_NAMES[other]}"
+
+
+def paper_ablation_gain(table: dict[str, tuple], part: str, a: str, b: str) -> float | None:
+    """``a − b`` in one of the paper's ablation tables (:data:`PAPER_TABLE4`, :data:`PAPER_TABLE5`) for the
+    column our set ``part`` stands for; rows ``cot``, ``pgakv_pg`` (Pseudo-Graph), ``pgakv`` (Verification).
+    None where the table has no such column (the paper's ablation has no SimpleQuestions column)."""
+    if part not in table:
+        return None
+    return round(table[part][ABLATION_ROWS[a][0]] - table[part][ABLATION_ROWS[b][0]], 1)
+
+
+def side(gain: tuple[float, float, float, int] | None) -> int:
+    """Where a paired gain's 95% interval lies: +1 wholly above zero, -1 wholly below, 0 across it."""
+    if not gain or not gain[3]:
+        return 0
+    return 1 if gain[1] > 0 else -1 if gain[2] < 0 else 0
+
+
+def verdict(gain: tuple[float, float, float, int], claim: float | None = None) -> str:
+    """In words, where a paired gain's 95% interval lies: against zero, and against a claimed minimum
+    (in points, as the paper's abstract states it)."""
+    lo, hi = 100 * gain[1], 100 * gain[2]
+    text = {1: "wholly above zero", -1: "wholly below zero", 0: "compatible with zero"}[side(gain)]
+    if claim is not None:
+        text += ("; the claimed minimum is inside it" if lo <= claim <= hi else
+                 "; it lies wholly below the claimed minimum" if hi < claim else "; it lies wholly above the claimed minimum")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Retrieval scores, and the demo's run files as a method x set grid
+# ---------------------------------------------------------------------------------------------
+def retrieval_scores(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The cosine of every KG triple semantic querying retrieved (top-k per pseudo-triple), split by whether
+    the triple holds a gold answer: ``{"holds a gold answer": [...], "no gold answer": [...]}``."""
+    out: dict[str, list[float]] = {"holds a gold answer": [], "no gold answer": []}
+    for r in records:
+        gold = {normalize_answer(g) for g in r["gold"]}
+        for h in (stage_output(r, "semantic_query") or {"hits": []})["hits"]:
+            out["holds a gold answer" if _holds_gold([h["triple"]], gold) else "no gold answer"].append(h["score"])
+    return out
+
+
+def demo_grid(paths: dict[tuple[str, str], Any], methods=None):
+    """Run files keyed by ``(set, method)`` → ``(table, grid)``: the report rows (one per file, with the set's
+    metric — Hits@1, or ROUGE-L for open questions — and its 95% CI) and the method × set grid of Table 2
+    (``0.50 [0.00, 1.00]``), methods in the order of ``methods`` (default: as first seen)."""
+    from .report import report
+
+    table = report(list(paths.values()))
+    table["set"] = [name for name, _ in paths]
+    table["metric"] = ["rouge_l" if "rouge_l" in row and row["rouge_l"] == row["rouge_l"] else "hits@1"
+                       for _, row in table.iterrows()]
+    table["value"] = [f"{row[row['metric']]:.2f} [{row[row['metric'] + '_ci'][0]:.2f}, {row[row['metric'] + '_ci'][1]:.2f}]"
+                      for _, row in table.iterrows()]
+    grid = table.pivot(index="method", columns="set", values="value")
+    order = list(methods) if methods is not None else list(dict.fromkeys(m for _, m in paths))
+    grid = grid.loc[[m for m in order if m in grid.index], list(dict.fromkeys(name for name, _ in paths))]
+    metric = table.groupby("set")["metric"].first()
+    grid.columns = [f"{s} ({'ROUGE-L' if metric[s] == 'rouge_l' else 'Hits@1'})" for s in grid.columns]
+    return table, grid
+
+
+
+def pruning_outcome(records: list[dict[str, Any]]) -> dict[str, float]:
+    """What one PG&AKV run's pruning left: Hits@1, ground triples per question and questions whose ground
+    graph was empty (a demo's row per setting)."""
+    sizes = [len((stage_output(r, "prune") or {"triples": []})["triples"]) for r in records]
+    return {"questions": len(records), "hits@1": round(sum(r["metrics"].get("hits@1", 0.0) for r in records) / max(1, len(records)), 3),
+            "ground triples / q": round(sum(sizes) / max(1, len(sizes)), 2), "empty ground graphs": sum(n == 0 for n in sizes)}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .metrics import bootstrap_ci
-from .runner import DuplicateRecordsWarning, dedupe_records, read_records
+from .runner import DuplicateRecordsWarning, dedupe_records, lock_path, read_records
 
 FACTOID_METRICS = ("hits@1", "f1", "exact_match", "lenient")
 OPEN_METRICS = ("rouge_l",)
@@ -87,6 +87,44 @@ def format_gain(gain: tuple[float, float, float, int]) -> str:
     return f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
 
+#: What :func:`summarize` reads of every record: its costs (``llm.*``, ``seconds``), all numbers.
+_RUN_NUMBERS = ("llm.calls", "llm.prompt_tokens", "llm.completion_tokens", "llm.recorded_seconds", "llm.cache_hits",
+                "seconds")
+
+
+def _read_run(path: Path) -> list[dict[str, Any]]:
+    """Every record of a run file as written (:func:`read_records`), or a
+    :class:`~kgqa_lib.errors.UsageError` naming the file when it is not one: not UTF-8, not gzip
+    (``.gz``), or records without the costs a report sums (a dataset file, a damaged run)."""
+    import gzip
+    import zlib
+
+    from ..errors import UsageError
+
+    hint = "give run files written by `kgqa run` (results/runs/*.jsonl, or saved .jsonl.gz)"
+    try:
+        records = read_records(path, dedupe=False)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not a run file: not UTF-8 text ({exc.reason} at byte {exc.start}); {hint}") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise UsageError(f"{path} is not a run file: not a readable gzip file ({exc or type(exc).__name__}); "
+                         f"{hint}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {hint}") from None
+    for r in records:
+        qid = f"of qid {r['qid']!r} " if isinstance(r.get("qid"), (str, int)) else ""
+        for key in _RUN_NUMBERS:
+            value: Any = r
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise UsageError(f"{path} is not a run file: its record {qid}has no number {key!r}; {hint}")
+        metrics = r.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(v is None or isinstance(v, (int, float)) for v in metrics.values()):
+            raise UsageError(f"{path} is not a run file: the metrics of its record {qid}are not numbers by name; {hint}")
+    return records
+
+
 def _shard_groups(paths: list[Path]) -> list[tuple[str, list[Path], list[list[dict[str, Any]]]]]:
     """(run name, files, their records) in the order of ``paths``: the files of a sharded run
     (records with ``"shard": [i, n]``, the same config hash and n) form one group named after the
@@ -95,7 +133,7 @@ def _shard_groups(paths: list[Path]) -> list[tuple[str, list[Path], list[list[di
 
     groups: dict[Any, tuple[str, list[Path], list[list[dict[str, Any]]]]] = {}
     for k, p in enumerate(paths):
-        records = read_records(p, dedupe=False)
+        records = _read_run(p)
         shard = next((r.get("shard") for r in records if isinstance(r.get("shard"), list)), None)
         if shard and len(shard) == 2:
             key: Any = ("shards", next((r.get("config_hash") for r in records), None), shard[1])
@@ -108,19 +146,94 @@ def _shard_groups(paths: list[Path]) -> list[tuple[str, list[Path], list[list[di
     return list(groups.values())
 
 
+def _unique_names(groups: list[tuple[str, list[Path], list[list[dict[str, Any]]]]]) -> list[str]:
+    """A distinct row name per group: its own name, and where two runs share one, the sharded runs' shard
+    count (``A (2 shards)``), else the file's folder (``x/A``), else a number (``A #2``)."""
+    names = [g[0] for g in groups]
+
+    def n_shards(parts: list[list[dict[str, Any]]]) -> int | None:
+        return next((int(r["shard"][1]) for part in parts for r in part if isinstance(r.get("shard"), list)), None)
+
+    for widen in (lambda n, g: f"{n} ({n_shards(g[2])} shards)" if n_shards(g[2]) else n,
+                  lambda n, g: f"{g[1][0].parent.name}/{n}" if g[1][0].parent.name else n):
+        for name in {n for n in names if names.count(n) > 1}:
+            at = [i for i, n in enumerate(names) if n == name]
+            wider = [widen(name, groups[i]) for i in at]
+            if len(set(wider)) > 1:  # it tells some of them apart
+                for i, w in zip(at, wider):
+                    names[i] = w
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n} #{seen[n]}")
+    return out
+
+
+def _shard_state(n: int, files: list[Path], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which of the n shards of a merged run are missing and which are short: questions per shard, and a
+    shard short of what a complete one would hold — shards are dealt round-robin
+    (:meth:`~kgqa_lib.data.datasets.Dataset.shard`), so complete shards hold the same number of questions,
+    or one fewer from some index on — or whose file's run lock is still there (its ``kgqa run`` is running,
+    or was stopped before it ended). A shard stopped just before its last question cannot be told from
+    a complete one by its count."""
+    import re
+
+    counts: dict[int, set] = {}
+    for r in records:
+        if isinstance(r.get("shard"), list):
+            counts.setdefault(int(r["shard"][0]), set()).add(r.get("qid"))
+    sizes = {i: len(q) for i, q in counts.items() if 0 <= i < n}
+    short: dict[int, str] = {}
+    if sizes:
+        top = max(sizes.values())
+        last_top = max(i for i, c in sizes.items() if c == top)
+        for i, c in sorted(sizes.items()):
+            expected = top if i <= last_top else top - 1
+            if c < expected:
+                short[i] = f"{c} question(s), at least {expected} expected"
+    for f in files:
+        m = re.search(r"shard(\d+)of(\d+)", f.name)
+        if m and int(m.group(2)) == n and int(m.group(1)) in sizes and lock_path(f).exists():
+            i = int(m.group(1))
+            short[i] = "; ".join(filter(None, [short.get(i), "its run has not ended (running, or stopped before "
+                                                               f"the end: {lock_path(f).name} is still there)"]))
+    return {"missing": sorted(set(range(n)) - set(sizes)), "questions": dict(sorted(sizes.items())),
+            "short": dict(sorted(short.items()))}
+
+
+def shard_note(name: str, info: dict[str, Any]) -> str:
+    """One line on a merged run (``report(…).attrs["shards"][name]``): its shard files, the missing and the
+    short shards with how to run them, and the duplicates ignored."""
+    n = info["n"]
+    parts = [f"{name}: merged {info['files']} shard file(s) of n={n}"]
+    if info["missing"]:
+        parts.append(f"missing shard(s): {', '.join(map(str, info['missing']))} (run them with --shard i/{n})")
+    if info.get("short"):
+        parts.append("unfinished shard(s): " + ", ".join(f"{i} ({why})" for i, why in info["short"].items())
+                     + f" (resume each with the same `kgqa run … --shard i/{n}`)")
+    if not info["missing"] and not info.get("short"):
+        parts.append(f"all {n} shards present, none short of the others")
+    parts.append(f"{info['duplicates']} duplicate qid(s) ignored (the last record counts)")
+    return "; ".join(parts)
+
+
 def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
     """A pandas DataFrame with one row per run. A run is a file, or the n shard files of a sharded
     run (``kgqa run --shard i/n``; records with the same config hash and n), merged into one row
     with a ``shards`` column (``3/4``: shards present of n). Several records of one question count
     once (the last record), with a :class:`DuplicateRecordsWarning`; the frame's
     ``attrs["duplicates"]`` maps each such run to the number of records dropped, and
-    ``attrs["shards"]`` each merged run to ``{"n", "files", "missing": [shard indices], "duplicates"}``."""
+    ``attrs["shards"]`` each merged run to ``{"n", "files", "missing": [shard indices], "short":
+    {shard index: why}, "questions": {shard index: questions}, "duplicates"}`` (:func:`_shard_state`;
+    :func:`shard_note` says it in one line). Row names are distinct (:func:`_unique_names`)."""
     import warnings
 
     import pandas as pd
 
     rows, duplicates, shards = [], {}, {}
-    for name, files, parts in _shard_groups([Path(p) for p in paths]):
+    groups = _shard_groups([Path(p) for p in paths])
+    for name, (_, files, parts) in zip(_unique_names(groups), groups):
         records, dropped = dedupe_records([r for part in parts for r in part])
         if dropped:
             duplicates[name] = dropped
@@ -131,10 +244,10 @@ def report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None):
         sharded = any(isinstance(r.get("shard"), list) for r in records)
         if sharded:
             n = int(next(r["shard"][1] for r in records if isinstance(r.get("shard"), list)))
-            present = {int(r["shard"][0]) for r in records if isinstance(r.get("shard"), list)}
-            shards[name] = {"n": n, "files": len(files), "missing": sorted(set(range(n)) - present),
-                            "duplicates": dropped}
-            row["shards"] = f"{len(present & set(range(n)))}/{n}"
+            state = _shard_state(n, files, records)
+            shards[name] = {"n": n, "files": len(files), **state, "duplicates": dropped}
+            done = n - len(state["missing"]) - len(state["short"])
+            row["shards"] = f"{n - len(state['missing'])}/{n}" + (f" ({done} finished)" if state["short"] else "")
         if row.get("n"):
             rows.append({"run": name, **row})
     df = pd.DataFrame(rows)

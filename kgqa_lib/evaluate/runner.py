@@ -11,9 +11,12 @@ What a run file can be trusted for:
 * **Only answers are recorded.** A question stopped by the infrastructure (an
   :class:`~kgqa_lib.errors.InfrastructureError`: LLM endpoint unreachable/5xx/timeout after the
   client's retries, SPARQL endpoint down, replay miss, the embedded KG's on-disk store corrupted or
-  unreadable) gets *no line*: it is not scored, not counted by the report, and the next resume
+  unreadable, one of the machine's own caches or the run file full, locked, read-only or damaged)
+  gets *no line*: it is not scored, not counted by the report, and the next resume
   runs it. After ``MAX_CONSECUTIVE_OUTAGES`` such failures in a
-  row the run stops (an endpoint that is down fails every question); ``run`` then raises
+  row the run stops (an endpoint that is down fails every question), and at the first
+  :class:`~kgqa_lib.errors.StorageError` (the machine's own files: the next question would fail the
+  same way); ``run`` then raises
   :class:`RunIncomplete` with a one-line summary (the CLI prints it and exits 3). A method's own
   failure (unparseable output, empty result, any other exception) stays a scored answer.
 * **One writer.** ``<run>.lock`` beside the run file is held (``flock``) for the whole run; a
@@ -39,6 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .._sqlite import storage_failure
 from ..data.datasets import Dataset
 from ..errors import InfrastructureError, UserError
 from ..kg.graph import store_failure
@@ -247,13 +251,20 @@ class RunConfigMismatch(UserError, RuntimeError):
     command must name another file or start it afresh; ``kgqa`` shows it as one line (exit 2)."""
 
 
+def lock_path(run_path: str | Path) -> Path:
+    """The lock of a run file: ``<run>.lock`` beside the file the path names, symlinks resolved, so two
+    paths to one file (a symlink, ``..``) share one lock."""
+    real = Path(os.path.realpath(run_path))
+    return real.with_name(real.name + ".lock")
+
+
 class _RunLock:
-    """An exclusive ``flock`` on ``<run>.lock`` (holding the owner's pid) for the whole run.
+    """An exclusive ``flock`` on the run's :func:`lock_path` (holding the owner's pid) for the whole run.
     The file is removed on release; an acquirer checks it locked the file that is still there."""
 
     def __init__(self, run_path: Path) -> None:
         self.run_path = run_path
-        self.path = run_path.with_name(run_path.name + ".lock")
+        self.path = lock_path(run_path)
         self.fd: int | None = None
 
     def acquire(self) -> "_RunLock":
@@ -359,6 +370,7 @@ def records_to_df(records: Iterable[dict[str, Any]], join: str | None = " | "):
 
 
 def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) -> str:
+    errors = sorted(errors, key=lambda e: not e.stops_run)  # the fault that stopped the run comes first
     reasons = list(dict.fromkeys(e.short() for e in errors))
     reason = reasons[0] + (f" (and {len(reasons) - 1} other reason(s))" if len(reasons) > 1 else "")
     if all(isinstance(e, ReplayMiss) for e in errors):
@@ -366,7 +378,10 @@ def _outage_summary(n: int, errors: list[InfrastructureError], stopped: bool) ->
                "then re-run the same command")
     else:
         fix = "re-run the same command to retry them"
-    stop = f" (stopped after {MAX_CONSECUTIVE_OUTAGES} failures in a row)" if stopped else ""
+    if stopped and errors[0].stops_run:
+        stop = " (stopped at the first failure of this machine's own files)"
+    else:
+        stop = f" (stopped after {MAX_CONSECUTIVE_OUTAGES} failures in a row)" if stopped else ""
     return f"{n} question{'s' if n != 1 else ''} not answered{stop}: {reason}; {fix}"
 
 
@@ -539,9 +554,16 @@ def _run_locked(method: str, dataset: Dataset, ctx: Context, out: Path, config: 
         except InfrastructureError as exc:  # not an answer: no record, the next resume retries it
             outages.append(exc)
             in_a_row += 1
-            return in_a_row < MAX_CONSECUTIVE_OUTAGES
+            return in_a_row < MAX_CONSECUTIVE_OUTAGES and not exc.stops_run
         in_a_row = 0
-        finish(q, *result)
+        try:
+            finish(q, *result)
+        except OSError as exc:  # the run file cannot be written (disk full, read-only): the answer is lost
+            failed = storage_failure(exc, f"the run file {out}", "write the run to another disk (--out)")
+            if failed is None:
+                raise
+            outages.append(failed)
+            return False
         return True
 
     stopped = False

@@ -12,7 +12,13 @@ The worker also:
 - installs a seccomp filter (Linux x86-64/aarch64) that makes ``socket(AF_INET|AF_INET6)`` fail,
   so whatever the query says — Oxigraph would send an HTTP request for ``SERVICE`` — the process
   cannot reach the network (defence in depth behind :mod:`kgqa_lib.kg.sparql_guard`);
-- dies with its parent (``PR_SET_PDEATHSIG``); only ever runs ``Store.query`` on a read-only view.
+- dies with its parent (``PR_SET_PDEATHSIG``); only ever runs ``Store.query`` on a read-only view;
+- has a memory bound: once the store is open, its address space may grow by at most
+  ``KGQA_QUERY_MEMORY_MB`` (default :data:`DEFAULT_MEMORY_MB`; 0: no bound) — ``RLIMIT_AS``, so a
+  query that would need more (a cross product sorted by ``ORDER BY`` grows by ~200 MB a second on the
+  mini-world KG) fails at once instead of taking the machine's memory until its timeout; it is that
+  query's own error (:class:`WorkerDied`, which the KG reports as a rejected query), and the next
+  query starts a fresh worker.
 
 Costs (measured, 2-core VM, see ``kgqa bench run hostile_queries``): a worker starts in ~0.15 s
 (interpreter + pyoxigraph; plus ~0.1 s per 10k in-memory triples to copy), a query round trip adds
@@ -25,6 +31,7 @@ import os
 import pickle
 import platform
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -36,6 +43,29 @@ from typing import Any, Callable
 
 _HEADER = struct.Struct("!Q")
 STARTUP_TIMEOUT = 120.0  # seconds to open the store in a new worker (a big in-memory KG takes a while)
+MEMORY_ENV = "KGQA_QUERY_MEMORY_MB"
+DEFAULT_MEMORY_MB = 1024  # address space a worker's queries may add to the worker with its store open
+
+
+def memory_limit_mb() -> int:
+    """The memory bound of a query worker in MB (``$KGQA_QUERY_MEMORY_MB``; 0: none)."""
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    if not text:
+        return DEFAULT_MEMORY_MB
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        from ..errors import SetupError
+
+        raise SetupError(f"{MEMORY_ENV} must be a whole number of megabytes (0: no bound), got {text!r}")
+    return value
+
+
+def _memory_message(mb: int) -> str:
+    return (f"the query needs more memory than a query may use ({mb} MB; {MEMORY_ENV} sets it): "
+            "it was stopped")
 
 
 class WorkerTimeout(TimeoutError):
@@ -125,14 +155,6 @@ def block_network() -> bool:
     return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
-def _die_with_parent() -> None:
-    if sys.platform == "linux":
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 def _run(store, msg: dict) -> dict:
     import pyoxigraph as ox
 
@@ -167,10 +189,28 @@ def _run(store, msg: dict) -> dict:
     return {"vars": names, "rows": rows, "truncated": truncated}
 
 
-def main() -> None:  # pragma: no cover - runs in the worker process (tested through EmbeddedKG)
-    _die_with_parent()
-    import signal
+def _limit_memory(mb: int) -> int | None:
+    """Cap this process's address space at its present size plus ``mb`` MB (``RLIMIT_AS``; never
+    above a limit already set). The cap in bytes, or None (no bound asked, or not Linux)."""
+    if mb <= 0 or sys.platform != "linux":
+        return None
+    import resource
 
+    with open("/proc/self/statm") as fh:
+        size = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = size + mb * (1 << 20)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    for limit in (soft, hard):
+        if limit != resource.RLIM_INFINITY:
+            cap = min(cap, limit)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return cap
+
+
+def main() -> None:  # pragma: no cover - runs in the worker process (tested through EmbeddedKG)
+    from ..procs import die_with_parent
+
+    die_with_parent(signal.SIGKILL)
     # Ctrl-C / a kernel interrupt goes to the whole process group: the parent decides when this
     # worker ends (it kills it on timeout or exit), so the worker ignores SIGINT instead of printing
     # a KeyboardInterrupt traceback into the user's console.
@@ -188,6 +228,7 @@ def main() -> None:  # pragma: no cover - runs in the worker process (tested thr
             if hello.get("nquads"):
                 store.bulk_load(input=hello["nquads"], format=ox.RdfFormat.N_QUADS)
         blocked = block_network() if hello.get("block_network", True) else False
+        _limit_memory(int(hello.get("memory_mb") or 0))
     except Exception as exc:  # noqa: BLE001
         _write(fd_out, {"error": type(exc).__name__, "message": str(exc)})
         return
@@ -215,11 +256,13 @@ class StoreSource:
 class Worker:
     def __init__(self, source: StoreSource, block_net: bool = True) -> None:
         self.generation = source.generation
+        self.memory_mb = memory_limit_mb()
         self.proc = subprocess.Popen([sys.executable, "-m", "kgqa_lib.kg.query_worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, close_fds=True, cwd=_package_parent())
         self.network_blocked = False
         try:
-            _write(self.proc.stdin.fileno(), {"path": source.path, "nquads": source.nquads, "block_network": block_net})
+            _write(self.proc.stdin.fileno(), {"path": source.path, "nquads": source.nquads, "block_network": block_net,
+                                              "memory_mb": self.memory_mb})
             hello = _read(self.proc.stdout.fileno(), time.monotonic() + STARTUP_TIMEOUT)
         except BaseException:
             self.kill()
@@ -231,8 +274,26 @@ class Worker:
         self.pid = self.proc.pid
 
     def query(self, query: str, graph: str, max_rows: int, timeout: float, parse_only: bool = False) -> dict:
-        _write(self.proc.stdin.fileno(), {"query": query, "graph": graph, "max_rows": max_rows, "parse_only": parse_only})
-        return _read(self.proc.stdout.fileno(), time.monotonic() + timeout)
+        """The worker's answer; :class:`WorkerDied` (this worker is then ended) when the query ran past the
+        memory bound — the engine aborts on a failed allocation, Python raises ``MemoryError`` — or the
+        worker exited otherwise; :class:`WorkerTimeout` past ``timeout``."""
+        try:
+            _write(self.proc.stdin.fileno(), {"query": query, "graph": graph, "max_rows": max_rows,
+                                              "parse_only": parse_only})
+            out = _read(self.proc.stdout.fileno(), time.monotonic() + timeout)
+        except (WorkerDied, BrokenPipeError) as exc:
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            self.kill()
+            if self.memory_mb and code == -signal.SIGABRT:  # an allocation failed under the bound
+                raise WorkerDied(_memory_message(self.memory_mb)) from None
+            raise WorkerDied(str(exc) if isinstance(exc, WorkerDied) else "the query worker exited") from None
+        if out.get("error") == "MemoryError":
+            self.kill()  # a worker that ran out of memory is not reused
+            raise WorkerDied(_memory_message(self.memory_mb) if self.memory_mb else "the query ran out of memory")
+        return out
 
     def alive(self) -> bool:
         return self.proc.poll() is None

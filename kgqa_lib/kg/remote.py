@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from .. import _sqlite
-from ..errors import InfrastructureError
+from .. import __version__, _sqlite
+from ..errors import InfrastructureError, UsageError
 from .graph import RDFS_LABEL, SCHEMA_DESC, SKOS_ALT, KGBase, QueryRejected, QueryResult, QueryTimeout, Term, Triple
 from .sparql_guard import UnsafeTerm, cap_limit, guard_query, iri_term, is_iri, literal_term
 
@@ -218,7 +218,9 @@ def _stored_endpoint(url: str) -> str:
 
 class QueryCache:
     """SQLite cache of endpoint answers keyed by sha256(endpoint, default graph, query); the endpoint
-    without credentials, in the key and in the stored row (see :func:`_keyed_endpoint`)."""
+    without credentials, in the key and in the stored row (see :func:`_keyed_endpoint`). A file that
+    cannot be used (disk full, locked, read-only, damaged) is a :class:`~kgqa_lib.errors.StorageError`
+    naming it and the fix: not an answer, the run stops."""
 
     SCHEMA_VERSION = 1  # 1: no credentials in stored endpoints (older files are scrubbed once on open)
 
@@ -226,8 +228,14 @@ class QueryCache:
         from ..paths import user_cache_dir
 
         self.path = Path(path) if path else user_cache_dir() / "sparql_cache.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._guarded(self._open)
+
+    def _guarded(self, fn, *args):
+        return _sqlite.guarded(fn, args, f"the SPARQL cache {self.path}")
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, endpoint TEXT, query TEXT, "
                       "body TEXT, seconds REAL, created REAL)")
@@ -265,13 +273,16 @@ class QueryCache:
         return hashlib.sha256(json.dumps([_keyed_endpoint(endpoint), graph or "", query]).encode()).hexdigest()
 
     def get(self, key: str) -> str | None:
-        row = self._conn().execute("SELECT body FROM answers WHERE key = ?", (key,)).fetchone()
+        row = self._guarded(lambda: self._conn().execute("SELECT body FROM answers WHERE key = ?", (key,)).fetchone())
         return row[0] if row else None
 
     def put(self, key: str, endpoint: str, query: str, body: str, seconds: float) -> None:
-        with self._conn() as c:
-            c.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)",
-                      (key, _stored_endpoint(endpoint), query, body, seconds, time.time()))
+        def write() -> None:
+            with self._conn() as c:
+                c.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)",
+                          (key, _stored_endpoint(endpoint), query, body, seconds, time.time()))
+
+        self._guarded(write)
 
 
 class SparqlKG(KGBase):
@@ -298,13 +309,17 @@ class SparqlKG(KGBase):
         self._init_names()
         self.default_graph = default_graph
         if engine is not None and engine not in ENGINES:
-            raise ValueError(f"unknown SPARQL engine {engine!r}; use one of {', '.join(sorted(ENGINES))}")
+            raise UsageError(f"unknown SPARQL engine {engine!r}; use one of {', '.join(sorted(ENGINES))}")
+        if not (timeout > 0 and timeout != float("inf")) or int(max_concurrency) < 1:  # 0 workers would wait forever
+            raise UsageError(f"a SPARQL endpoint needs timeout > 0 seconds and at least 1 worker, got timeout={timeout} "
+                             f"and workers={max_concurrency}")
         self.engine = engine or ("wikidata" if urlsplit(endpoint).hostname == "query.wikidata.org" else None)
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.max_fanout, self.index_limit = max_fanout, index_limit
         self.index_complete = True
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._http = requests.Session()
+        self._http.headers["User-Agent"] = f"kgqa-notebooks/{__version__}"  # public endpoints ask a client to name itself
         self._http.mount("http://", HTTPAdapter(pool_maxsize=max_concurrency))
         self._http.mount("https://", HTTPAdapter(pool_maxsize=max_concurrency))
         self.cache = None if cache is False else QueryCache(None if cache is True else cache)
@@ -613,18 +628,50 @@ class SparqlKG(KGBase):
         return time.perf_counter() - t
 
 
+#: A KG URL's options that are numbers: (type, least value).
+_NUMBER_OPTIONS = {"timeout": (float, 0.0), "workers": (int, 1), "fanout": (int, 1), "depth": (int, 1)}
+
+
 def parse_kg_url(spec: str) -> tuple[str, dict[str, str]]:
-    """``sparql+http://host:port/path#profile=freebase&graph=…`` → (``http://host:port/path``, options)."""
+    """``sparql+http://host:port/path#profile=freebase&graph=…`` → (``http://host:port/path``, options,
+    as written). Everything is checked here, before any question is asked: the scheme (http or https),
+    the host and port, the option names, ``profile`` and ``engine`` among the known ones, ``timeout`` a
+    number of seconds > 0, ``workers``/``fanout``/``depth`` whole numbers ≥ 1; anything else is a
+    :class:`~kgqa_lib.errors.UsageError` (one line, ``kgqa`` exit 2)."""
+    shown = redact_url(spec)
     if not spec.startswith("sparql+"):
-        raise ValueError(f"not a SPARQL KG URL: {redact_url(spec)!r} (expected sparql+http://… or sparql+https://…)")
+        raise UsageError(f"not a SPARQL KG URL: {shown!r} (expected sparql+http://… or sparql+https://…)")
     url, _, frag = spec[len("sparql+"):].partition("#")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise UsageError(f"the KG URL {shown!r} is not a URL ({exc}); write sparql+http://HOST:PORT/PATH#profile=…") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"the KG URL {shown!r} needs an http(s) endpoint with a host: write "
+                         "sparql+http://HOST:PORT/PATH or sparql+https://HOST/PATH, then #profile=…")
     opts = dict(parse_qsl(frag)) if "=" in frag else ({"profile": frag} if frag else {})
     unknown = set(opts) - {"profile", "graph", "timeout", "workers", "fanout", "depth", "engine"}
     if unknown:
-        raise ValueError(f"unknown option(s) {sorted(unknown)} in {redact_url(spec)!r}; use profile, graph, timeout, workers, "
+        raise UsageError(f"unknown option(s) {sorted(unknown)} in {shown!r}; use profile, graph, timeout, workers, "
                          "fanout, engine, depth (slices)")
     if opts.get("engine") and opts["engine"] not in ENGINES:
-        raise ValueError(f"unknown engine {opts['engine']!r} in {redact_url(spec)!r}; use one of {', '.join(sorted(ENGINES))}")
+        raise UsageError(f"unknown engine {opts['engine']!r} in {shown!r}; use one of {', '.join(sorted(ENGINES))}")
+    if "profile" in opts:
+        try:
+            profile(opts["profile"])
+        except ValueError as exc:
+            raise UsageError(f"{exc} (in {shown!r})") from None
+    for name, (kind, low) in _NUMBER_OPTIONS.items():
+        if name in opts:
+            try:
+                value = kind(opts[name])
+            except ValueError:
+                value = None
+            if value is None or value != value or value in (float("inf"), float("-inf")) or not (
+                    value > low if kind is float else value >= low):
+                what = "a number of seconds > 0" if kind is float else f"a whole number ≥ {low}"
+                raise UsageError(f"the option {name}={opts[name]!r} in {shown!r} expects {what}")
     return url, opts
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..data import grailqa, miniworld
 from ..data.datasets import metaqa_kb_path
+from ..errors import UsageError
 from ..paths import data_dir, user_cache_dir
 from .graph import EmbeddedKG, KGBase, load_metaqa_kb, load_rdf
 
@@ -93,13 +94,16 @@ def register_kg(name: str, loader: Callable[[str | Path | None], KGBase]) -> Non
 
 
 def load_named(name: str, store_dir: str | Path | None = None) -> KGBase:
-    """The KG a dataset is asked against: ``tiny`` and ``miniworld`` (ours), ``metaqa`` (KGQA_DATA_DIR)."""
+    """The KG a dataset is asked against: ``tiny`` and ``miniworld`` (ours), ``metaqa`` (KGQA_DATA_DIR),
+    or a SPARQL endpoint, whose URL and options are checked before anything is asked
+    (:func:`~kgqa_lib.kg.remote.parse_kg_url`). A name that is none of these, or a bad URL, is a
+    :class:`~kgqa_lib.errors.UsageError`."""
     if name in KGS:
         return KGS[name](store_dir)
     if name.startswith("sparql+"):  # a SPARQL endpoint: sparql+http://host:port/path#profile=…
         from .remote import open_sparql_kg
 
         return open_sparql_kg(name)
-    raise ValueError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa-fragment', "
+    raise UsageError(f"Unknown KG {name!r}: use 'tiny', 'miniworld[:wikidata|:freebase]', 'metaqa', 'grailqa-fragment', "
                      "'grailqa' (oracle per-question slices) "
                      "or a SPARQL endpoint 'sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:…'")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from .. import _sqlite
-from .._sqlite import CacheCorrupt, CacheRecoveredWarning, move_aside, run_recovering
+from .._sqlite import CacheCorrupt, CacheRecoveredWarning, guarded, move_aside
 from ..errors import InfrastructureError, SetupError, UsageError
 from ..paths import data_dir, user_cache_dir
 
@@ -78,6 +78,10 @@ class ChatRequest:
         return text[-n:] if len(text) > n else text
 
 
+#: The ``finish_reason`` of a reply cut at the LLM's ``max_reply_chars`` (kept so in the cache and transcripts)
+TRUNCATED = "truncated"
+
+
 @dataclass
 class ChatResult:
     text: str
@@ -95,7 +99,9 @@ class ChatResult:
 
 @dataclass
 class Usage:
-    """Summed accounting of LLM calls (per question, per run, or per process)."""
+    """Summed accounting of LLM calls (per question, per run, or per process). ``truncated``: calls
+    whose reply was cut at the LLM's ``max_reply_chars`` (``finish_reason`` "truncated"); in
+    :meth:`as_dict` only when there were some."""
 
     calls: int = 0
     cache_hits: int = 0
@@ -103,6 +109,7 @@ class Usage:
     completion_tokens: int = 0
     seconds: float = 0.0
     recorded_seconds: float = 0.0
+    truncated: int = 0
 
     def add(self, r: ChatResult) -> None:
         self.calls += 1
@@ -111,11 +118,14 @@ class Usage:
         self.completion_tokens += r.completion_tokens
         self.seconds += r.seconds
         self.recorded_seconds += r.recorded_seconds
+        self.truncated += int(r.finish_reason == TRUNCATED)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["seconds"] = round(d["seconds"], 4)
         d["recorded_seconds"] = round(d["recorded_seconds"], 4)
+        if not d["truncated"]:
+            del d["truncated"]
         return d
 
 
@@ -151,7 +161,9 @@ class LLMCache:
     Several processes may share the file (WAL journal, 30 s busy timeout). A damaged file (not a
     database, or a truncated/malformed page, found on open or on any later read or write) is moved
     aside to ``<name>.corrupt-<timestamp>`` and rebuilt from the transcripts, with a
-    :class:`CacheRecoveredWarning`; ``recover=False`` raises :class:`CacheCorrupt` instead.
+    :class:`CacheRecoveredWarning`; ``recover=False`` raises :class:`CacheCorrupt` instead. Any other
+    failure of the file or of a transcript (disk full, locked beyond the busy timeout, read-only, an
+    I/O error) is a :class:`~kgqa_lib.errors.StorageError`: not an answer, the run stops.
 
     ``defer`` (default ``$KGQA_DEFER_TRANSCRIPTS``; ``kgqa run --shard`` sets it): new entries are
     not appended to the transcripts but listed in the cache's ``pending`` table, so many writers
@@ -161,7 +173,6 @@ class LLMCache:
     def __init__(self, path: str | Path | None = None, transcripts: str | Path | None | bool = True,
                  recover: bool = True, defer: bool | None = None):
         self.path = Path(path) if path else user_cache_dir() / "llm_cache.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         if transcripts is True:
             transcripts = data_dir() / "llm_cache"
         self.transcripts = Path(transcripts) if transcripts else None
@@ -175,6 +186,7 @@ class LLMCache:
         self._guarded(self._open)
 
     def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._conn() as con:
             fresh = con.execute("SELECT name FROM sqlite_master WHERE name='transcribed'").fetchone() is None
             con.executescript(
@@ -205,8 +217,9 @@ class LLMCache:
         return con
 
     def _guarded(self, fn, *args):
-        """Run ``fn``; when the file turns out damaged, move it aside, rebuild, and run ``fn`` again."""
-        return run_recovering(fn, args, self._rebuild, f"The LLM cache {self.path}")
+        """Run ``fn``; when the file turns out damaged, move it aside, rebuild, and run ``fn`` again;
+        a file that cannot be used is a :class:`~kgqa_lib.errors.StorageError`."""
+        return guarded(fn, args, f"The LLM cache {self.path}", self._rebuild)
 
     def _rebuild(self, exc: BaseException) -> None:
         what = (f"The LLM cache {self.path} is damaged ({exc}). It only speeds things up: delete it (and "
@@ -229,7 +242,7 @@ class LLMCache:
         moved = f"moved it to {aside.name} and " if aside else ""
         warnings.warn(f"The LLM cache {self.path} was damaged ({exc}); {moved}rebuilt it from the transcripts "
                       f"({n} responses). Answers that were only in the old file (runs with --no-transcripts) "
-                      "are recorded again when needed.", CacheRecoveredWarning, stacklevel=4)  # _rebuild < run_recovering < _guarded < method
+                      "are recorded again when needed.", CacheRecoveredWarning, stacklevel=5)  # _rebuild < run_recovering < guarded < _guarded < method
 
     def import_transcripts(self) -> int:
         """Import every ``*.jsonl`` transcript that changed since it was last imported.
@@ -321,10 +334,17 @@ class LLMCache:
                           ensure_ascii=False, sort_keys=True)
         # one write of one whole line, flushed: an interrupted run leaves at most a truncated last
         # line, which the importer skips
-        with open(f, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(f, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # a full disk, a read-only checkout: named as the transcript's failure
+            failed = _sqlite.storage_failure(exc, f"the transcript {f}", "run with --no-transcripts (new answers "
+                                             "then stay in this machine's cache)")
+            if failed is None:
+                raise
+            raise failed from exc
         st = f.stat()
         con = self._conn()
         con.execute("INSERT OR REPLACE INTO imported VALUES (?,?,?)", (str(f), st.st_size, st.st_mtime))
@@ -358,7 +378,15 @@ class LLMCache:
         transcribe (its ``pending`` list; every entry of a ``.jsonl``) and that no transcript holds
         yet are appended to the transcripts, once per key. This cache's own pending entries are
         transcribed too (then cleared). Returns counts: ``sources``, ``added`` (responses new to
-        this cache), ``transcribed`` (entries appended), ``already`` (to transcribe, but held already)."""
+        this cache), ``transcribed`` (entries appended), ``already`` (to transcribe, but held already),
+        ``rejected`` (entries left out: not answering the request they name, or with missing fields).
+
+        A source is checked before anything is written: an SQLite source must have the cache's columns
+        and pass SQLite's ``quick_check`` (else a :class:`~kgqa_lib.errors.SetupError` names it), and every
+        entry, as in a transcript, must be keyed by the hash of its request and carry its fields (else it
+        is left out and counted). The rows, the transcripts' bookkeeping and the cleared pending list are
+        written in one transaction, so a merge that fails midway leaves this cache as it was (lines it
+        appended to a transcript are valid entries, read again on the next open)."""
         if self.transcripts is None:
             raise UsageError("kgqa cache merge needs a transcripts folder (data/llm_cache/) to merge into")
         return self._guarded(self._merge, [Path(p) for p in sources])
@@ -366,11 +394,16 @@ class LLMCache:
     def _merge(self, sources: list[Path]) -> dict[str, int]:
         rows: dict[str, tuple] = {}  # key → responses row (first source wins: the same key is the same request)
         wanted: list[str] = []
+        rejected = 0
         for src in sources:
             if src.suffix == ".jsonl":
                 for e in _transcript_entries(src):
-                    rows.setdefault(e[0], e)
-                    wanted.append(e[0])
+                    good = _merge_row(e)
+                    if good is None:
+                        rejected += 1
+                        continue
+                    rows.setdefault(good[0], good)
+                    wanted.append(good[0])
                 continue
             if src.resolve() == self.path.resolve():
                 continue  # its pending entries are read below
@@ -383,9 +416,21 @@ class LLMCache:
                 if "responses" not in names:
                     raise SetupError(f"{src} is not an LLM cache (no responses table): give an llm_cache.sqlite "
                                      "or a .jsonl transcript")
-                for row in con.execute("SELECT key, model_id, request, text, prompt_tokens, completion_tokens, "
-                                       "finish_reason, seconds FROM responses"):
-                    rows.setdefault(row[0], tuple(row))
+                columns = {r[1] for r in con.execute("PRAGMA table_info(responses)")}
+                lacking = [c for c in _MERGE_COLUMNS if c not in columns]
+                if lacking:
+                    raise SetupError(f"{src} is not an LLM cache of this project (its responses table has no "
+                                     f"{', '.join(lacking)}): nothing was merged")
+                check = con.execute("PRAGMA quick_check").fetchone()
+                if not check or check[0] != "ok":
+                    raise SetupError(f"{src} is damaged (SQLite quick_check: {check[0] if check else 'no answer'}): "
+                                     "nothing was merged; merge the shard's transcripts or re-run the shard instead")
+                for row in con.execute(f"SELECT {', '.join(_MERGE_COLUMNS)} FROM responses"):
+                    good = _merge_row(row)
+                    if good is None:
+                        rejected += 1
+                        continue
+                    rows.setdefault(good[0], good)
                 if "pending" in names:
                     wanted += [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
             except sqlite3.DatabaseError as exc:
@@ -393,32 +438,37 @@ class LLMCache:
             finally:
                 con.close()
         con = self._conn()
-        own_pending = [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
         with self._lock:
+            if self.transcripts.is_dir():
+                self._import_transcripts()  # the transcripts as they are now: which keys they hold
+            own_pending = [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
             before = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-            con.execute("BEGIN")
-            con.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?)", list(rows.values()))
-            con.execute("COMMIT")
-            added = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0] - before
-            self._import_transcripts()  # the transcripts as they are now: which keys they hold
             transcribed = already = 0
             defer, self.defer = self.defer, False
+            con.execute("BEGIN IMMEDIATE")  # all or nothing: rows, transcript bookkeeping, pending list
             try:
+                con.executemany("INSERT OR IGNORE INTO responses VALUES (?,?,?,?,?,?,?,?)", list(rows.values()))
+                added = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0] - before
                 for key in dict.fromkeys(own_pending + wanted):
                     if con.execute("SELECT 1 FROM transcribed WHERE key=?", (key,)).fetchone():
                         already += 1
                         continue
                     row = con.execute("SELECT model_id, request, text, prompt_tokens, completion_tokens, "
                                       "finish_reason, seconds FROM responses WHERE key=?", (key,)).fetchone()
-                    if row is None:
+                    if row is None or _merge_row((key, *row)) is None:  # (this cache's own bad rows are not copied on)
                         continue
                     response = dict(zip(("text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds"), row[2:]))
                     self._append(key, row[0], row[1], response)
                     transcribed += 1
+                con.execute("DELETE FROM pending")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
             finally:
                 self.defer = defer
-            con.execute("DELETE FROM pending")
-        return {"sources": len(sources), "added": added, "transcribed": transcribed, "already": already}
+        return {"sources": len(sources), "added": added, "transcribed": transcribed, "already": already,
+                "rejected": rejected}
 
     def stats(self) -> dict[str, Any]:
         return self._guarded(self._stats)
@@ -440,9 +490,39 @@ class LLMCache:
         }
 
 
+#: The columns of a cache's ``responses`` table, in order: what :meth:`LLMCache.merge` reads of a source.
+_MERGE_COLUMNS = ("key", "model_id", "request", "text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds")
+
+
+def _merge_row(row: Sequence[Any]) -> tuple | None:
+    """A ``responses`` row as :meth:`LLMCache.merge` takes it from another cache, or None when it cannot
+    be trusted: its key is not the hash of its (canonical JSON) request, or a field is missing or of the
+    wrong type (a finish reason and seconds may be absent: "" and 0.0)."""
+    try:
+        key, model_id, request, text, prompt_tokens, completion_tokens, finish_reason, seconds = row
+        canonical = json.dumps(json.loads(request), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        if not isinstance(key, str) or hashlib.sha256(canonical.encode("utf-8")).hexdigest() != key:
+            return None
+    except (ValueError, TypeError, UnicodeEncodeError):
+        return None
+    counts_ok = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (prompt_tokens, completion_tokens))
+    if not (isinstance(model_id, str) and model_id and isinstance(text, str) and counts_ok):
+        return None
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        return None
+    import math
+
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not math.isfinite(seconds) or seconds < 0):
+        return None
+    return (key, model_id, canonical, text, prompt_tokens, completion_tokens, finish_reason or "",
+            float(seconds or 0.0))
+
+
 def _transcript_entries(path: Path) -> Iterator[tuple]:
-    """The valid entries of a transcript file as ``responses`` rows (edited or truncated lines skipped)."""
-    with open(path, encoding="utf-8") as fh:
+    """The valid entries of a transcript file as ``responses`` rows (edited or truncated lines skipped;
+    bytes that are not UTF-8 make their line not parse)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 e = json.loads(line)
@@ -492,7 +572,14 @@ class Backend(Protocol):
 
 
 def _strip_special(text: str) -> str:
-    # chat templates occasionally leak their end markers into the text
+    """A reply's text as the library keeps it (every backend's reply passes here): without the end
+    markers chat templates occasionally leak, and with each lone UTF-16 surrogate (an endpoint's JSON
+    may carry ``"\\ud800"``; no UTF-8 file or SQLite text can hold it) replaced by U+FFFD, so the
+    answer, the cache and the run record keep the rest of the reply."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # (a surrogate pair written as two code points becomes its character)
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     for marker in ("<|im_end|>", "<|endoftext|>", "<|im_start|>"):
         text = text.replace(marker, "")
     return text.strip()
@@ -503,7 +590,7 @@ def default_threads() -> int:
     (``os.sched_getaffinity``: a Slurm/cgroup allocation, not the whole machine)."""
     env = os.environ.get("KGQA_LLM_THREADS", "").strip()
     if env:
-        return _option_int("KGQA_LLM_THREADS", env, low=1)
+        return _option_int("KGQA_LLM_THREADS", env, low=1, high=_OPTION_HIGH["threads"])
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not Linux
@@ -516,13 +603,15 @@ def default_gpu_layers() -> int:
     return _option_int("KGQA_LLM_GPU_LAYERS", env, low=-1) if env else 0
 
 
-def _option_int(name: str, text: str, low: int) -> int:
+def _option_int(name: str, text: str, low: int, high: tuple[int, str] | None = None) -> int:
+    """``text`` as a whole number ≥ ``low`` (and ≤ ``high[0]``, for the reason ``high[1]``)."""
     try:
         value = int(text)
     except ValueError:
         value = None
-    if value is None or value < low:
-        raise UsageError(f"{name} expects a whole number ≥ {low}, got {text!r}")
+    if value is None or value < low or (high is not None and value > high[0]):
+        raise UsageError(f"{name} expects a whole number ≥ {low}" + (f" and ≤ {high[0]} ({high[1]})" if high else "")
+                         + f", got {text!r}")
     return value
 
 
@@ -536,11 +625,44 @@ def _option_rate(name: str, text: str) -> float:
     return value
 
 
+def _option_seconds(name: str, text: Any) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"{name} expects a number of seconds > 0, got {text!r}")
+    return value
+
+
+#: The whole of one call to an OpenAI-compatible endpoint, retries included (``$KGQA_LLM_TIMEOUT``,
+#: ``kgqa run --llm-timeout``, ``openai:MODEL?timeout=…``): long enough for a slow server to write 512
+#: tokens, short enough that a stalled or trickling one cannot hold a question (or every worker) for long.
+DEFAULT_LLM_TIMEOUT = 300.0
+#: Characters of one reply kept (``$KGQA_LLM_MAX_REPLY_CHARS``); the rest is cut before it is cached,
+#: recorded or parsed. 64k characters is ~16k tokens: far beyond any max_tokens the methods ask for.
+DEFAULT_MAX_REPLY_CHARS = 65536
+#: Bytes of one HTTP reply read from an endpoint before it is refused (a server that ignores max_tokens)
+MAX_REPLY_BYTES = 64 * 2**20
+
+
+def default_llm_timeout() -> float:
+    """Seconds an endpoint call may take in all: ``$KGQA_LLM_TIMEOUT``, else :data:`DEFAULT_LLM_TIMEOUT`."""
+    env = os.environ.get("KGQA_LLM_TIMEOUT", "").strip()
+    return _option_seconds("KGQA_LLM_TIMEOUT", env) if env else DEFAULT_LLM_TIMEOUT
+
+
+def default_max_reply_chars() -> int:
+    """Characters of a reply kept: ``$KGQA_LLM_MAX_REPLY_CHARS``, else :data:`DEFAULT_MAX_REPLY_CHARS`."""
+    env = os.environ.get("KGQA_LLM_MAX_REPLY_CHARS", "").strip()
+    return _option_int("KGQA_LLM_MAX_REPLY_CHARS", env, low=1) if env else DEFAULT_MAX_REPLY_CHARS
+
+
 def default_prefix_cache() -> int:
     """Saved prefix states of the embedded model (:class:`PrefixStateCache`): ``$KGQA_LLM_PREFIX_CACHE``,
     else 0 (off: no state is ever saved or loaded, as before the option existed)."""
     env = os.environ.get("KGQA_LLM_PREFIX_CACHE", "").strip()
-    return _option_int("KGQA_LLM_PREFIX_CACHE", env, low=0) if env else 0
+    return _option_int("KGQA_LLM_PREFIX_CACHE", env, low=0, high=_OPTION_HIGH["prefix_cache"]) if env else 0
 
 
 def default_prefix_cache_min() -> int:
@@ -551,10 +673,17 @@ def default_prefix_cache_min() -> int:
 
 
 #: Options an LLM name may carry after ``?`` (``local?threads=8&gpu_layers=-1&prefix_cache=4``,
-#: ``openai:gpt-4o-mini?rpm=500&tpm=200000``). They change how answers are computed, never which
+#: ``openai:gpt-4o-mini?rpm=500&tpm=200000&timeout=60``). They change how answers are computed, never which
 #: answer a request has: they are not part of the model id, the cache keys or the run config.
-LLM_OPTIONS = {"local": ("threads", "gpu_layers", "prefix_cache", "prefix_cache_min"), "openai": ("rpm", "tpm")}
+LLM_OPTIONS = {"local": ("threads", "gpu_layers", "prefix_cache", "prefix_cache_min"), "openai": ("rpm", "tpm", "timeout")}
 _OPTION_LOW = {"threads": 1, "gpu_layers": -1, "prefix_cache": 0, "prefix_cache_min": 1}
+#: Upper bounds of the embedded model's options, with the reason (shown in the error)
+_OPTION_HIGH = {
+    "threads": (256, "the model gains nothing from more threads than cores, and each thread holds its own stack "
+                     "and work buffers in memory"),
+    "prefix_cache": (64, "each saved state holds up to ~225 MiB of memory (the 1.5B model at n_ctx 8192), so 64 "
+                         "states may already need ~14 GiB"),
+}
 #: ``local?...`` options → :class:`LocalBackend` arguments
 _LOCAL_ARGS = {"threads": "n_threads", "gpu_layers": "n_gpu_layers", "prefix_cache": "prefix_cache",
                "prefix_cache_min": "prefix_cache_min"}
@@ -569,6 +698,10 @@ def split_llm_name(name: str) -> tuple[str, dict[str, Any]]:
     kind = base.partition(":")[0]
     if not sep:
         return base, {}
+    if kind == "server":  # a managed llama-server's options (kgqa_lib.llm.server)
+        from .server import parse_options
+
+        return base, parse_options(name, query)
     allowed = LLM_OPTIONS.get(kind, ())
     opts: dict[str, Any] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
@@ -577,8 +710,10 @@ def split_llm_name(name: str) -> tuple[str, dict[str, Any]]:
                              + (", ".join(f"{a}=…" for a in allowed) or "no options"))
         if key in ("rpm", "tpm"):
             opts[key] = _option_rate(key, value)
+        elif key == "timeout":
+            opts[key] = _option_seconds(key, value)
         else:
-            opts[key] = _option_int(key, value, low=_OPTION_LOW[key])
+            opts[key] = _option_int(key, value, low=_OPTION_LOW[key], high=_OPTION_HIGH.get(key))
     return base, opts
 
 
@@ -1010,34 +1145,79 @@ def _estimated_tokens(body: bytes) -> float:
 class OpenAIBackend:
     """Any OpenAI-compatible chat endpoint, through the ``openai`` client.
 
-    Timeouts and retries with exponential backoff on 408/409/429/5xx and connection errors are
-    the client's (``max_retries``). Every HTTP attempt (retries too) first passes the process-wide
+    Retries with exponential backoff on 408/409/429/5xx and connection errors are the client's
+    (``max_retries``). ``timeout`` bounds the whole call, retries included (default
+    :func:`default_llm_timeout`: ``$KGQA_LLM_TIMEOUT``, else 300 s; ``openai:MODEL?timeout=60``,
+    ``kgqa run --llm-timeout 60``): each attempt's connect and read waits are cut to what is left, and
+    the body is checked against the deadline as it arrives, so a server trickling its answer cannot
+    stretch the call (it ends within about the deadline, plus at most one retry's backoff). A reply
+    body over :data:`MAX_REPLY_BYTES` is refused. Both raise :class:`LLMEndpointError`, as does an HTTP
+    200 that is not a chat completion (an HTML login page, a body that is not JSON, no ``choices``).
+    Every HTTP attempt (retries too) first passes the process-wide
     :class:`RateLimiter` of this endpoint and model (``rpm``/``tpm``: ``openai:MODEL?rpm=500&tpm=2e5``,
-    or ``$KGQA_LLM_RPM``/``$KGQA_LLM_TPM``); a 429's ``Retry-After`` pauses every worker of the
-    process, not only the one that got it."""
+    or ``$KGQA_LLM_RPM``/``$KGQA_LLM_TPM``; time spent waiting there does not count against the
+    deadline); a 429's ``Retry-After`` pauses every worker of the process, not only the one that got it."""
 
     def __init__(self, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float = 120.0, max_retries: int = 4, rpm: float | None = None, tpm: float | None = None):
+                 timeout: float | None = None, max_retries: int = 4, rpm: float | None = None, tpm: float | None = None,
+                 read_timeout: float = 120.0):
         import openai
 
         self.model = model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini"
         base_url = base_url or os.environ.get("KGQA_LLM_BASE_URL") or None
         self.model_id = openai_model_id(self.model, base_url)  # the endpoint is part of the cache key
         api_key = openai_api_key(base_url, api_key)
+        self.timeout = default_llm_timeout() if timeout is None else _option_seconds("timeout", timeout)
         self.limiter = limiter = rate_limiter(self.model_id, rpm, tpm)
         self.engine = f"OpenAI-compatible endpoint {endpoint_id(base_url or OPENAI_DEFAULT_BASE_URL)}"
+        call = self._call = threading.local()  # this thread's call: its deadline
 
         def before(request: Any) -> None:
+            waited = 0.0
             if request.method == "POST":
-                limiter.acquire(_estimated_tokens(request.content) if limiter.tpm else 0.0)
+                waited = limiter.acquire(_estimated_tokens(request.content) if limiter.tpm else 0.0)
+            deadline = getattr(call, "deadline", None)
+            if deadline is None:
+                return
+            call.deadline = deadline = deadline + waited  # queueing behind the rate limit is not the server's time
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._too_slow()
+            request.extensions["timeout"] = {k: left if v is None else min(v, left)
+                                             for k, v in (request.extensions.get("timeout") or {
+                                                 "connect": None, "read": None, "write": None, "pool": None}).items()}
 
         def after(response: Any) -> None:
             if response.status_code in (429, 503):
                 limiter.pause(_retry_after(response.headers) or 0.0)
+            response.stream = _bounded_body(response.stream, getattr(call, "deadline", None), self._too_slow,
+                                            self._too_big)
 
-        http_client = openai.DefaultHttpxClient(event_hooks={"request": [before], "response": [after]}, timeout=timeout)
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
-                                     http_client=http_client)
+        http_client = openai.DefaultHttpxClient(event_hooks={"request": [before], "response": [after]},
+                                                timeout=min(read_timeout, self.timeout))
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=min(read_timeout, self.timeout),
+                                     max_retries=max_retries, http_client=http_client)
+        self._shown = _shown_url(self._client.base_url).rstrip("/")
+
+    def _too_slow(self) -> "LLMEndpointError":
+        return LLMEndpointError(
+            f"The LLM endpoint {self._shown} did not finish answering within {self.timeout:g} s (the whole call, "
+            "retries included). Is the server overloaded, or sending its answer slowly? Allow more time with "
+            "`kgqa run --llm-timeout SECONDS`, openai:MODEL?timeout=SECONDS or KGQA_LLM_TIMEOUT.",
+            summary=f"LLM endpoint {self._shown} gave no complete answer within {self.timeout:g} s")
+
+    def _too_big(self) -> "LLMEndpointError":
+        return LLMEndpointError(
+            f"The LLM endpoint {self._shown} sent a reply of more than {MAX_REPLY_BYTES // 2**20} MiB, which was "
+            "refused. Does the server ignore max_tokens? Check its settings and the model name.",
+            summary=f"LLM endpoint {self._shown} sent a reply of more than {MAX_REPLY_BYTES // 2**20} MiB")
+
+    def _not_a_completion(self, what: str) -> "LLMEndpointError":
+        return LLMEndpointError(
+            f"The LLM endpoint {self._shown} answered HTTP 200 with something that is not a chat completion "
+            f"({what}). Is the URL the /v1 of an OpenAI-compatible server (not a web page, a proxy or a login "
+            "page)? Check KGQA_LLM_BASE_URL or the URL in the LLM name.",
+            summary=f"LLM endpoint {self._shown} answered something that is not a chat completion")
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -1053,12 +1233,19 @@ class OpenAIBackend:
         import openai
 
         leak = None
+        self._call.deadline = time.monotonic() + self.timeout
         try:
             out = self._client.chat.completions.create(**kwargs)
+        except LLMEndpointError:  # past the deadline, or a reply too big (raised by the client's hooks)
+            raise
+        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON
+            raise self._not_a_completion(f"not JSON: {exc}") from None
         except openai.APIConnectionError as exc:  # (timeouts too) the client's own message names no server
             leak = _without_secret(exc, self._client.api_key)
             if leak is None:
-                shown = _shown_url(self._client.base_url).rstrip("/")
+                if time.monotonic() >= self._call.deadline:  # the last read was cut at the deadline
+                    raise self._too_slow() from exc
+                shown = self._shown
                 raise LLMEndpointError(
                     f"Cannot reach the LLM endpoint {shown} "
                     f"({type(exc).__name__}: {exc}; retried {self._client.max_retries} times). Is the server "
@@ -1071,7 +1258,7 @@ class OpenAIBackend:
             status = getattr(exc, "status_code", None)
             if leak is None and isinstance(exc, openai.APIStatusError) and status in _ENDPOINT_STATUSES:
                 # the endpoint, not the question, failed (after the client's retries for 408/409/429/5xx)
-                shown = _shown_url(self._client.base_url).rstrip("/")
+                shown = self._shown
                 raise LLMEndpointError(
                     f"The LLM endpoint {shown} answered HTTP {status} ({str(exc)[:200]}; retried "
                     f"{self._client.max_retries} times). Check the server, the model name and OPENAI_API_KEY.",
@@ -1079,16 +1266,59 @@ class OpenAIBackend:
                 ) from exc
             if leak is None:
                 raise
+        finally:
+            self._call.deadline = None
         if leak is not None:  # raised outside the except block: the original is not even its __context__
             raise leak
-        choice = out.choices[0]
+        choices = getattr(out, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            shown = out[:80] if isinstance(out, str) else ("no choices" if choices is None else f"choices={choices!r:.80}")
+            raise self._not_a_completion(repr(shown) if isinstance(out, str) else shown)
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None)
+        if message is None or not (content is None or isinstance(content, str)):
+            raise self._not_a_completion(f"its first choice has no text message: {choice!r:.120}")
         usage = out.usage
         return {
-            "text": _strip_special(choice.message.content or ""),
+            "text": _strip_special(content or ""),
             "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
             "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
-            "finish_reason": choice.finish_reason or "",
+            "finish_reason": getattr(choice, "finish_reason", None) or "",
         }
+
+
+_BODY_CLASSES: dict[type, type] = {}
+
+
+def _bounded_body(stream: Any, deadline: float | None, too_slow: Any, too_big: Any) -> Any:
+    """The HTTP client's response byte stream, checked as it arrives: past ``deadline`` (monotonic
+    seconds) it raises ``too_slow()``, beyond :data:`MAX_REPLY_BYTES` ``too_big()`` — errors the
+    ``openai`` client neither retries nor wraps."""
+    base = next((c for c in type(stream).__mro__ if c.__name__ == "SyncByteStream"), None)
+    if base is None:  # not a stream we know how to wrap (an async client): left as it is
+        return stream
+    cls = _BODY_CLASSES.get(base)
+    if cls is None:
+        class Bounded(base):
+            def __init__(self, inner: Any, deadline: float | None, too_slow: Any, too_big: Any) -> None:
+                self.inner, self.deadline, self.too_slow, self.too_big = inner, deadline, too_slow, too_big
+
+            def __iter__(self) -> Iterator[bytes]:
+                size = 0
+                for chunk in self.inner:
+                    size += len(chunk)
+                    if size > MAX_REPLY_BYTES:
+                        raise self.too_big()
+                    if self.deadline is not None and time.monotonic() > self.deadline:
+                        raise self.too_slow()
+                    yield chunk
+
+            def close(self) -> None:
+                self.inner.close()
+
+        cls = _BODY_CLASSES[base] = Bounded
+    return cls(stream, deadline, too_slow, too_big)
 
 
 # HTTP statuses that are the endpoint's failure, not the question's: auth, unknown model, and what
@@ -1209,7 +1439,12 @@ def _log_usage(path: str, model_id: str, r: ChatResult) -> None:
 
 @dataclass
 class LLM:
-    """``llm.chat(messages)`` → :class:`ChatResult`, cached according to ``mode``."""
+    """``llm.chat(messages)`` → :class:`ChatResult`, cached according to ``mode``.
+
+    ``max_reply_chars`` (default :func:`default_max_reply_chars`: ``$KGQA_LLM_MAX_REPLY_CHARS``, else
+    65,536): a longer reply (a server that ignores ``max_tokens``, a model repeating itself) is cut
+    there before it is cached, transcribed, recorded or parsed, with ``finish_reason`` "truncated",
+    counted in :class:`Usage` (``truncated``, in each run record's ``llm``)."""
 
     backend: Any  # Backend, or None for a replay-only LLM
     model_id: str
@@ -1217,10 +1452,15 @@ class LLM:
     mode: str = "auto"
     default_max_tokens: int = 512
     usage: Usage = field(default_factory=Usage)
+    max_reply_chars: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"LLM mode must be one of {MODES}, got {self.mode!r}")
+        if self.max_reply_chars is None:
+            self.max_reply_chars = default_max_reply_chars()
+        elif int(self.max_reply_chars) < 1:
+            raise UsageError(f"max_reply_chars expects a whole number ≥ 1, got {self.max_reply_chars!r}")
         self._usage_lock = threading.Lock()
 
     @property
@@ -1248,8 +1488,9 @@ class LLM:
         if cached is not None:
             if self.mode != "replay":  # recording: make sure the committed transcript holds this answer
                 self.cache.ensure_transcribed(key)
-            result = ChatResult(cached["text"], cached["prompt_tokens"], cached["completion_tokens"],
-                                cached["finish_reason"], time.perf_counter() - started, cached["seconds"], True, key)
+            text, finish = self._capped(cached["text"], cached["finish_reason"])  # (one stored before the cap)
+            result = ChatResult(text, cached["prompt_tokens"], cached["completion_tokens"],
+                                finish, time.perf_counter() - started, cached["seconds"], True, key)
         elif self.mode == "replay" or self.backend is None:
             raise ReplayMiss(_replay_miss_message(request, self.mode),
                              summary=f"no recorded response of {request.model_id} (key {key[:16]}…, "
@@ -1257,6 +1498,7 @@ class LLM:
         else:
             response = self.backend.complete(request)
             response["seconds"] = round(time.perf_counter() - started, 3)
+            response["text"], response["finish_reason"] = self._capped(response["text"], response.get("finish_reason", ""))
             self.cache.put(request, response)
             result = ChatResult(response["text"], response["prompt_tokens"], response["completion_tokens"],
                                 response["finish_reason"], response["seconds"], response["seconds"], False, key)
@@ -1267,6 +1509,12 @@ class LLM:
         if os.environ.get("KGQA_USAGE_LOG"):
             _log_usage(os.environ["KGQA_USAGE_LOG"], self.model_id, result)
         return result
+
+    def _capped(self, text: str, finish_reason: str) -> tuple[str, str]:
+        """``(text, finish_reason)``, cut at ``max_reply_chars`` (finish_reason "truncated") when longer."""
+        if len(text) <= self.max_reply_chars:
+            return text, finish_reason
+        return text[:self.max_reply_chars], TRUNCATED
 
     def map(self, requests: Sequence[ChatRequest], workers: int = 4) -> list[ChatResult]:
         """Run requests concurrently (bounded pool; the local backend serialises internally)."""
@@ -1328,9 +1576,13 @@ def check_llm(name: str | None = None, mode: str | None = None, *, base_url: str
                              "openai:MODEL@http://host:port/v1")
         if mode != "replay":  # replay needs no key
             openai_api_key(url or base_url, api_key)
+    elif kind == "server":  # the embedded model behind a managed llama-server (kgqa_lib.llm.server)
+        from .server import check_name
+
+        check_name(model, mode)
     else:
-        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>', 'openai:<model>' or "
-                         "'openai:<model>@http://host:port/v1'")
+        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>', 'server', 'server:<model>', "
+                         "'openai:<model>' or 'openai:<model>@http://host:port/v1'")
 
 
 def split_endpoint(model: str) -> tuple[str, str | None]:
@@ -1347,7 +1599,7 @@ def llm_model_id(name: str | None = None, *, base_url: str | None = None) -> str
     check_llm(name, "replay", base_url=base_url)
     base, _ = split_llm_name(name)
     kind, _, model = base.partition(":")
-    if kind == "local":
+    if kind in ("local", "server"):  # a managed server runs the same weights: the same id
         from . import models
 
         return models.get_spec(model or "default").model_id
@@ -1361,10 +1613,13 @@ def model_slug(model_id: str) -> str:
 
 
 def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCache | None = None,
-             base_url: str | None = None, api_key: str | None = None, **backend_kwargs: Any) -> LLM:
+             base_url: str | None = None, api_key: str | None = None, timeout: float | None = None,
+             max_reply_chars: int | None = None, **backend_kwargs: Any) -> LLM:
     """Build an :class:`LLM` from a short name.
 
     * ``"local"`` (default) / ``"local:qwen2.5-coder-1.5b"`` / ``"local:qwen2.5-0.5b"`` — embedded model;
+    * ``"server"`` / ``"server:qwen2.5-0.5b?slots=2"`` — the embedded model (same model id) served by a
+      llama-server this process starts and stops (:mod:`kgqa_lib.llm.server`);
     * ``"openai:MODEL"`` (or ``"openai"`` with ``$KGQA_LLM_MODEL``) — an OpenAI-compatible endpoint at
       ``base_url`` / ``$KGQA_LLM_BASE_URL`` (OpenAI itself when unset). Its model id names the
       endpoint (:func:`openai_model_id`: ``openai:MODEL@http://127.0.0.1:8000/v1``; plain
@@ -1372,22 +1627,38 @@ def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCach
       recorded before the endpoint was part of the id are stored as ``openai:MODEL``: replay them
       with ``KGQA_LLM_BASE_URL`` unset (replay needs no server), or re-record them.
 
+    ``timeout``: seconds one endpoint call may take in all, retries included (:class:`OpenAIBackend`;
+    it wins over ``openai:MODEL?timeout=…``); the embedded model needs none (in-process, bounded by
+    ``max_tokens``) and ignores it. ``max_reply_chars``: see :class:`LLM`.
+
     ``name=None`` reads ``$KGQA_LLM`` (default ``local``). The backend is created lazily: in replay
     mode nothing is loaded and no key is needed."""
     name = name or os.environ.get("KGQA_LLM") or "local"
     mode = resolve_mode(mode)
     check_llm(name, mode, base_url=base_url, api_key=api_key)  # before the cache is opened
+    if timeout is not None:
+        timeout = _option_seconds("the LLM timeout", timeout)
     cache = cache or LLMCache()
     name, options = split_llm_name(name)
     kind, _, model = name.partition(":")
     if kind == "local":
         options = {_LOCAL_ARGS[k]: v for k, v in options.items()}
         backend = LocalBackend(model or "default", **{**options, **backend_kwargs})
-        return LLM(backend, backend.model_id, cache, mode)
+        return LLM(backend, backend.model_id, cache, mode, max_reply_chars=max_reply_chars)
+    if kind == "server":  # the embedded model's id, served by a managed llama-server (kgqa_lib.llm.server)
+        from .server import ServerBackend
+
+        if timeout is not None:
+            options["timeout"] = timeout
+        backend = ServerBackend(model or "default", **{**options, **backend_kwargs})
+        return LLM(None if mode == "replay" else backend, backend.model_id, cache, mode, max_reply_chars=max_reply_chars)
     # "openai" (check_llm refused any other kind)
     model, url = split_endpoint(model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini")
     base_url = url or base_url
     if mode == "replay":
-        return LLM(None, openai_model_id(model, base_url or os.environ.get("KGQA_LLM_BASE_URL")), cache, mode)
+        return LLM(None, openai_model_id(model, base_url or os.environ.get("KGQA_LLM_BASE_URL")), cache, mode,
+                   max_reply_chars=max_reply_chars)
+    if timeout is not None:
+        options["timeout"] = timeout
     backend = OpenAIBackend(model, base_url=base_url, api_key=api_key, **{**options, **backend_kwargs})
-    return LLM(backend, backend.model_id, cache, mode)
+    return LLM(backend, backend.model_id, cache, mode, max_reply_chars=max_reply_chars)

@@ -188,3 +188,27 @@ class LazyBackend:
         if self._backend is None:
             self._backend = self._build()
         return self._backend.complete(request)
+
+
+class NoAdapterBackend(HFChatBackend):
+    """The same weights with the LoRA adapters switched off: the untuned model (``model`` a peft model)."""
+
+    def complete(self, request) -> dict[str, Any]:
+        with self.model.disable_adapter():
+            return super().complete(request)
+
+
+def tuned_llm(model_id: str, model, tok, cache, mode: str = "auto", adapters: bool = True):
+    """An LLM answering with ``model`` (a peft model; ``adapters=False``: its adapters switched off), built on
+    the first call the cache cannot answer, so a replay never needs the model: with ``model`` None (not
+    loaded) such a call raises, saying how to load it."""
+    from ..errors import SetupError
+    from .chat import LLM
+
+    def build():
+        if model is None:
+            raise SetupError(f"{model_id}: this answer is not recorded and the model is not loaded: run with TRAIN=True "
+                             "(it loads the 0.5B model and trains the adapters)")
+        return (HFChatBackend if adapters else NoAdapterBackend)(model, tok, model_id)
+
+    return LLM(LazyBackend(build), model_id, cache, mode)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import math
 import numbers
 import time
 import types
@@ -86,13 +87,15 @@ class Tracer:
 # Settings: one typed class per method (defaults, types, a line of help per field)
 # --------------------------------------------------------------------------------------------
 class SettingsError(UserError, ValueError):
-    """An unknown setting or a value of the wrong type; the message names the key, the expected
-    type and the value, or lists the valid keys."""
+    """An unknown setting or a value of the wrong type or out of its range; the message names the
+    key, the expected type or range and the value, or lists the valid keys."""
 
 
-def setting(default: Any, help: str) -> Any:
-    """A settings field: its default and one line of help (shown by ``kgqa run --help-settings``)."""
-    return field(default=default, metadata={"help": help})
+def setting(default: Any, help: str, *, min: float | None = None, max: float | None = None) -> Any:
+    """A settings field: its default, one line of help (shown by ``kgqa run --help-settings``) and,
+    for a number, the smallest and largest value it accepts (``min``/``max``, inclusive). A float
+    setting is always finite: nan and inf are refused like a value out of range."""
+    return field(default=default, metadata={"help": help, "min": min, "max": max})
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,10 @@ class Settings:
 
     @classmethod
     def describe(cls) -> list[tuple[str, str, Any, str]]:
-        """(name, type, default, help) of every field, in declaration order."""
-        types_ = _field_types(cls)
-        return [(f.name, _type_name(types_[f.name]), f.default if f.default is not MISSING else None,
+        """(name, type, default, help) of every field, in declaration order; the type names the
+        field's range when it has one (``int ≥ 1``, ``float in [-1, 1]``)."""
+        types_, bounds = _field_types(cls), _field_bounds(cls)
+        return [(f.name, _type_name(types_[f.name], bounds[f.name]), f.default if f.default is not MISSING else None,
                  f.metadata.get("help", "")) for f in fields(cls)]
 
 
@@ -123,6 +127,27 @@ class Settings:
 def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in fields(cls)}
+
+
+@functools.lru_cache(maxsize=None)
+def _field_bounds(cls: type) -> dict[str, tuple[Any, Any]]:
+    """(min, max) of every field (None: no bound on that side)."""
+    return {f.name: (f.metadata.get("min"), f.metadata.get("max")) for f in fields(cls)}
+
+
+def _range_name(bounds: tuple[Any, Any]) -> str:
+    low, high = bounds
+    if low is not None and high is not None:
+        return f" in [{low}, {high}]"
+    return f" ≥ {low}" if low is not None else f" ≤ {high}" if high is not None else ""
+
+
+def _in_range(value: Any, bounds: tuple[Any, Any]) -> bool:
+    """Whether a coerced value fits its field's bounds (a float must be finite); not a number: True."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return True
+    low, high = bounds
+    return math.isfinite(value) and (low is None or value >= low) and (high is None or value <= high)
 
 
 def _optional_of(tp: Any) -> Any:
@@ -134,10 +159,12 @@ def _optional_of(tp: Any) -> Any:
     return None
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: Any, bounds: tuple[Any, Any] = (None, None)) -> str:
     inner = _optional_of(tp)
     if inner is not None:
-        return f"{_type_name(inner)} or None"
+        return f"{_type_name(inner, bounds)} or None"
+    if tp in (int, float):
+        return tp.__name__ + _range_name(bounds) + (" (finite)" if tp is float and bounds[1] is None else "")
     if typing.get_origin(tp) is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if typing.get_origin(tp) is list:
@@ -232,11 +259,12 @@ def coerce_settings(raw: Mapping[str, Any], of: "type[Settings] | str | None" = 
     in any case, ints and floats from their text, ``None``/``none`` for optional fields, lists from
     ``a,b`` or ``[a, b]``. An unknown key or a value of the wrong type is a :class:`SettingsError`."""
     if of is None:
-        table, who = _all_setting_types(), ""
+        (table, bounds), who = _all_setting_types(), ""
     elif isinstance(of, str):
-        table, who = _field_types(method_settings(of)), of
+        cls = method_settings(of)
+        table, bounds, who = _field_types(cls), _field_bounds(cls), of
     else:
-        table, who = _field_types(of), of.__name__
+        table, bounds, who = _field_types(of), _field_bounds(of), of.__name__
     out: dict[str, Any] = {}
     for key, value in dict(raw).items():
         if key not in table:
@@ -251,6 +279,9 @@ def coerce_settings(raw: Mapping[str, Any], of: "type[Settings] | str | None" = 
         except _Bad:
             raise SettingsError(f"setting {key!r}{' of ' + who if who else ''} expects {_type_name(table[key])}"
                                 f"{' (true/false/yes/no/1/0)' if table[key] is bool else ''}, got {value!r}") from None
+        if not _in_range(out[key], bounds[key]):
+            raise SettingsError(f"setting {key!r}{' of ' + who if who else ''} expects "
+                                f"{_type_name(table[key], bounds[key])}, got {value!r}")
     return out
 
 
@@ -264,11 +295,15 @@ def register_method(name: str, prompts: tuple[str, ...] = (),
     """Register a method under ``name``; ``prompts`` names the prompt files it uses (their
     hashes go into the run config, so editing a prompt starts a new run); ``settings`` is its
     settings class (a subclass of :class:`Settings`). A key shared by several methods must have
-    the same type in each (one Context may serve several methods)."""
-    known = _all_setting_types()
+    the same type and range in each (one Context may serve several methods)."""
+    known, known_bounds = _all_setting_types()
+    bounds = _field_bounds(settings)
     for key, tp in _field_types(settings).items():
         if key in known and known[key] != tp:
             raise TypeError(f"setting {key!r} of {name} is {tp}, elsewhere {known[key]}: use one type")
+        if key in known and known_bounds[key] != bounds[key]:
+            raise TypeError(f"setting {key!r} of {name} has the range {bounds[key]}, elsewhere {known_bounds[key]}: "
+                            "use one range")
 
     def deco(fn: MethodFn) -> MethodFn:
         fn.prompts = prompts  # type: ignore[attr-defined]
@@ -282,11 +317,13 @@ def register_method(name: str, prompts: tuple[str, ...] = (),
 
 
 @functools.lru_cache(maxsize=1)
-def _all_setting_types() -> dict[str, Any]:
-    out = dict(_field_types(Settings))
+def _all_setting_types() -> tuple[dict[str, Any], dict[str, tuple[Any, Any]]]:
+    """(type, (min, max)) of every setting of every registered method, by key."""
+    types_, bounds = dict(_field_types(Settings)), dict(_field_bounds(Settings))
     for cls in _SETTINGS.values():
-        out.update(_field_types(cls))
-    return out
+        types_.update(_field_types(cls))
+        bounds.update(_field_bounds(cls))
+    return types_, bounds
 
 
 def get_method(name: str) -> MethodFn:

@@ -59,12 +59,12 @@ def _answer_with(prompt_name: str, q: Question, ctx: Context, max_tokens: int) -
 
 @dataclass(frozen=True)
 class IOSettings(Settings):
-    max_tokens: int = setting(64, "tokens of the answer (open questions: at least 160)")
+    max_tokens: int = setting(64, "tokens of the answer (open questions: at least 160)", min=1)
 
 
 @dataclass(frozen=True)
 class CoTSettings(Settings):
-    max_tokens: int = setting(256, "tokens of the reasoning and answer (open questions: at least 160)")
+    max_tokens: int = setting(256, "tokens of the reasoning and answer (open questions: at least 160)", min=1)
 
 
 @register_method("io", prompts=("io", "io_open"), settings=IOSettings)

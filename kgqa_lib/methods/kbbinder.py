@@ -52,15 +52,18 @@ class KBBinderSettings(Settings):
 
     task: str = setting("", "a FuSIC transfer task (source>target) whose exemplars to use: its source questions "
                             "(shots=0) or target shots; '' = the KG's own pool (MetaQA: Keqing's pool split of dev)")
-    shots: int = setting(5, "with a task: target few-shots the exemplars come from (0 = zero-shot: the source's)")
-    exemplars: int = setting(10, "(question, draft) exemplars in the prompt")
+    shots: int = setting(5, "with a task: target few-shots the exemplars come from (0 = zero-shot: the source's)",
+                         min=0)
+    exemplars: int = setting(10, "(question, draft) exemplars in the prompt", min=0)
     retrieve: bool = setting(True, "KB-BINDER-R: exemplars by BM25 over the pool (false: a fixed spread of the pool)")
-    samples: int = setting(6, "drafts sampled for self-consistency and voted over (1 = one greedy draft)")
-    temperature: float = setting(0.7, "sampling temperature of the drafts when samples > 1")
-    entity_k: int = setting(2, "KG entities kept per drafted mention (label/alias lookup, exact then fuzzy)")
-    relation_k: int = setting(3, "KG relations (classes) kept per drafted relation (class) name, by embedding similarity")
-    max_candidates: int = setting(20, "bound on the bound logical forms executed per draft (best binding score first)")
-    max_answers: int = setting(500, "a query with more answers than this counts as failed (too_many)")
+    samples: int = setting(6, "drafts sampled for self-consistency and voted over (1 = one greedy draft)", min=1)
+    temperature: float = setting(0.7, "sampling temperature of the drafts when samples > 1", min=0, max=2)
+    entity_k: int = setting(2, "KG entities kept per drafted mention (label/alias lookup, exact then fuzzy)", min=1)
+    relation_k: int = setting(3, "KG relations (classes) kept per drafted relation (class) name, by embedding similarity",
+                              min=1)
+    max_candidates: int = setting(20, "bound on the bound logical forms executed per draft (best binding score first)",
+                                  min=1)
+    max_answers: int = setting(500, "a query with more answers than this counts as failed (too_many)", min=1)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1257,8 +1257,8 @@ def bank_for(kg_name: str, phrasings: str = "all") -> TemplateBank:
 class KeqingSettings(Settings):
     """``kgqa run --method keqing --help-settings``."""
 
-    K: int = setting(1, "templates (candidate relation chains) kept per sub-question")
-    exemplars: int = setting(4, "decomposition exemplars in the prompt")
+    K: int = setting(1, "templates (candidate relation chains) kept per sub-question", min=1)
+    exemplars: int = setting(4, "decomposition exemplars in the prompt", min=0)
     select: Literal["embedding", "fixed"] = setting("embedding", "exemplars: the most similar pool questions, or a "
                                                                  "fixed spread over hops")
     mode: Literal["decompose", "chain"] = setting("decompose", "decompose into sub-questions, or write the relation "
@@ -1269,7 +1269,7 @@ class KeqingSettings(Settings):
                                                                      "group: choose chain groups; all: no LLM")
     candidates: Literal["rules", "text"] = setting("rules", "how candidate triples are shown: tuples explained "
                                                             "in the instruction, or sentences")
-    reason_max: int = setting(40, "candidate facts one selection call may show")
+    reason_max: int = setting(40, "candidate facts one selection call may show", min=1)
     reason_steps: Literal["every", "last"] = setting("every", "reason over the candidates of every sub-question (the "
                                                               "paper) or of the last only (earlier ones keep all)")
     decomposition_only: bool = setting(False, "the decomposition-only configuration (the first MetaQA benchmark): "
@@ -1282,7 +1282,7 @@ class KeqingSettings(Settings):
         0, "sec. 3.2's supplement: up to this many dense-retrieved triples (the seeds' 1-hop triples ranked by "
            "sentence-embedding similarity with the sub-question, each reaching an entity the chains did not) added to "
            "the chains' candidates of every sub-question the LLM reasons over, within the room reason_max leaves "
-           "(the paper: DPR's triples, 'if there remains additional token budget'); 0 = none")
+           "(the paper: DPR's triples, 'if there remains additional token budget'); 0 = none", min=0)
     pipeline: Literal["paper", "released"] = setting(
         "paper", "paper: the method as the paper describes it; released: as its authors' code (NoviceStone/Keqing, "
                  "chat.py) runs it after the decomposition — every 1-hop fact of each seed instead of templates and "
@@ -1291,9 +1291,9 @@ class KeqingSettings(Settings):
                  "prompt (candidates) are the default's: the released code's decomposer is a fine-tuned Llama-2 and "
                  "its reasoner ChatGPT with its own prompt")
     released_facts: int = setting(200, "pipeline=released: 1-hop facts of one seed one reasoning call may show, taken "
-                                       "in turn from each relation (the released code has no bound)")
+                                       "in turn from each relation (the released code has no bound)", min=1)
     released_seeds: int = setting(200, "pipeline=released: seeds of one sub-question whose facts are read, one call "
-                                       "each, in the order they were reached (the released code has no bound)")
+                                       "each, in the order they were reached (the released code has no bound)", min=1)
 
 
 def settings_of(ctx: Context) -> dict[str, Any]:

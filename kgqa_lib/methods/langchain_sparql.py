@@ -49,9 +49,9 @@ def _langchain():
 class LangChainSettings(Settings):
     task: str = setting("", "a FuSIC transfer task (source>target): its target KG answers the questions; '' = the "
                             "dataset's KG")
-    max_tokens: int = setting(256, "tokens per LLM call (LangChain's LlamaCpp default)")
-    max_rows: int = setting(100, "rows of the executed query kept (and shown to the chain's answer prompt)")
-    timeout: float = setting(10.0, "seconds a query may run")
+    max_tokens: int = setting(256, "tokens per LLM call (LangChain's LlamaCpp default)", min=1)
+    max_rows: int = setting(100, "rows of the executed query kept (and shown to the chain's answer prompt)", min=1)
+    timeout: float = setting(10.0, "seconds a query may run", min=0.1)
 
 
 @dataclass

@@ -39,9 +39,9 @@ PTriple = tuple[str, str, str]
 class KGAnswerSettings(Settings):
     """What QSM and PG&AKV share: retrieval around the linked entities, then the answer prompt."""
 
-    top_k: int = setting(10, "KG triples retrieved per pseudo-triple (QSM: for the question)")
-    max_candidates: int = setting(3000, "KG triples around the linked entities considered at most")
-    answer_max_tokens: int | None = setting(None, "tokens of the answer (None: 64, 160 for open questions)")
+    top_k: int = setting(10, "KG triples retrieved per pseudo-triple (QSM: for the question)", min=1)
+    max_candidates: int = setting(3000, "KG triples around the linked entities considered at most", min=1)
+    answer_max_tokens: int | None = setting(None, "tokens of the answer (None: 64, 160 for open questions)", min=1)
     use_topic_entities: bool = setting(True, "link the dataset's annotated topic entities (PG&AKV: besides the "
                                              "pseudo-graph's nodes); false with link_question=true: G_base without annotations")
     link_question: bool = setting(False, "also link entity names found in the question text (the longest word spans "
@@ -61,21 +61,24 @@ class QSMSettings(KGAnswerSettings):
 class PGAKVSettings(KGAnswerSettings):
     verify: bool = setting(True, "let the LLM verify the pseudo-graph against the ground graph (false: answer from "
                                  "G_g ∪ G_p unverified; the paper's 'Pseudo-Graph' row is kg_context=none)")
-    threshold: float = setting(0.7, "pruning: drop subjects whose retrieved triples' mean cosine is under this")
-    k_subjects: int | None = setting(None, "pruning: subjects kept (None: the number of subjects in G_p, plus k_extra)")
-    k_extra: int = setting(0, "pruning: subjects kept beyond the number of subjects in G_p (when k_subjects is None)")
+    threshold: float = setting(0.7, "pruning: drop subjects whose retrieved triples' mean cosine is under this",
+                               min=-1, max=1)
+    k_subjects: int | None = setting(None, "pruning: subjects kept (None: the number of subjects in G_p, plus k_extra)",
+                                     min=0)
+    k_extra: int = setting(0, "pruning: subjects kept beyond the number of subjects in G_p (when k_subjects is None)",
+                           min=0)
     kg_context: Literal["ground", "none"] = setting(
         "ground", "none: the paper's Table 4 'Pseudo-Graph' row: the answer sees the pseudo-graph G_p only, no KG "
                   "(no retrieval, pruning or verification; verify=false instead answers from G_g and G_p)")
-    ground_limit: int = setting(30, "ground-graph triples shown to the verifier (or kept without verification)")
-    pseudo_max_tokens: int = setting(320, "tokens of the pseudo-graph generation")
-    verify_max_tokens: int = setting(320, "tokens of the verification")
+    ground_limit: int = setting(30, "ground-graph triples shown to the verifier (or kept without verification)", min=0)
+    pseudo_max_tokens: int = setting(320, "tokens of the pseudo-graph generation", min=1)
+    verify_max_tokens: int = setting(320, "tokens of the verification", min=1)
 
 
 @dataclass(frozen=True)
 class SCSettings(Settings):
-    samples: int = setting(3, "CoT samples at temperature 0.7 to vote over")
-    max_tokens: int = setting(256, "tokens per sample")
+    samples: int = setting(3, "CoT samples at temperature 0.7 to vote over", min=1)
+    max_tokens: int = setting(256, "tokens per sample", min=1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import random
 import re
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 from ..data.datasets import Question
 from ..llm.parse import clean_text, extract_braced_answers
@@ -64,20 +65,20 @@ REVERSE = " (reverse)"
 class ToGSettings(Settings):
     """``kgqa run --method tog --help-settings``."""
 
-    width: int = setting(3, "beam width: relations kept per entity, and paths kept per depth (ToG: 3)")
-    depth: int = setting(3, "maximum search depth (ToG: 3)")
+    width: int = setting(3, "beam width: relations kept per entity, and paths kept per depth (ToG: 3)", min=1)
+    depth: int = setting(3, "maximum search depth (ToG: 3)", min=1)
     min_depth: int = setting(0, "depth floor, a deviation from ToG: the judge is not asked (the search goes on) "
                                 "before this depth; 0 = ToG as published (the judge is asked at every depth); "
-                                "at most `depth`")
+                                "at most `depth`", min=0)
     variant: Literal["tog", "tog-r"] = setting("tog", "tog: the LLM scores relations and entities; tog-r: "
                                                       "relation-only exploration (entities not scored, all kept)")
     fallback: Literal["own_knowledge", "paths"] = setting(
         "own_knowledge", "when the judge has not stopped the search by `depth`: answer from the LLM's own "
                          "knowledge (ToG) or from the paths found")
-    max_relations: int = setting(30, "relations shown in one relation-pruning prompt at most")
+    max_relations: int = setting(30, "relations shown in one relation-pruning prompt at most", min=1)
     max_entities: int = setting(20, "candidate entities shown in one entity-scoring prompt (ToG-R: kept per hop) "
-                                    "at most; more are sampled with a fixed seed")
-    max_triples: int = setting(40, "triples shown in one judge or answer prompt at most")
+                                    "at most; more are sampled with a fixed seed", min=1)
+    max_triples: int = setting(40, "triples shown in one judge or answer prompt at most", min=1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,8 +221,69 @@ class DepthStep:
 # --------------------------------------------------------------------------------------------
 # Parsing LLM output (total: never raises)
 # --------------------------------------------------------------------------------------------
-_SCORED = re.compile(r"\{?\s*([^{}\n]+?)\s*\(\s*score\s*[:=]?\s*([0-9]*\.?[0-9]+)\s*\)+\s*\}?", re.I)
+#: ``(Score: 0.4)`` and its tail (closing parentheses, a closing brace); the name before it is found by
+#: :func:`_scored`, which reads ``{name (Score: 0.4)}`` lines as the single pattern
+#: ``\{?\s*([^{}\n]+?)\s*\(\s*score\s*[:=]?\s*([0-9]*\.?[0-9]+)\s*\)+\s*\}?`` (case-insensitive) would —
+#: same names, scores and spans — in time linear in the reply (the pattern itself backtracks over every
+#: start on a long line without a score: minutes for a 100k-character reply).
+_SCORE_MARK = re.compile(r"\(\s*score\s*[:=]?\s*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*\)+\s*\}?", re.I)
+_NAME_END = re.compile(r"[{}\n]")  # a name holds none of these
+_NON_SPACE = re.compile(r"\S")
 _NUMBER = re.compile(r"(?<![\w.])(?:0?\.\d+|1\.0*|0|1)(?![\w.])")
+
+
+def _scored(t: str) -> Iterator[tuple[str, str]]:
+    """(name, score text) of each ``{name (Score: 0.4)}`` in ``t``, left to right (see :data:`_SCORE_MARK`).
+    A name is the text before a score, back to a brace or a line break (or the previous score), without
+    the spaces around it; a score on the line after its name counts; a score with no name before it is
+    part of the next score's name."""
+    marks = [(m.start(), m.end(), m.group(1)) for m in _SCORE_MARK.finditer(t)]
+    starts = [a for a, _, _ in marks]
+    index = {a: k for k, a in enumerate(starts)}
+    n = len(t)
+
+    def non_space(i: int) -> int:
+        m = _NON_SPACE.search(t, i)
+        return m.start() if m else n
+
+    p = 0
+    while p < n:
+        w = non_space(p + 1 if t[p] == "{" else p)  # the name's first character: after an opening brace, spaces
+        if w >= n:
+            return
+        hit, seg_end = None, n
+        if t[w] not in "{}":
+            k = bisect_right(starts, w)  # the first score after the name's first character…
+            if k < len(starts):
+                end = _NAME_END.search(t, w, starts[k])
+                if end is None:  # … on the name's line, with no brace between
+                    hit = (w, k)
+                else:
+                    seg_end = end.start()
+                    if t[seg_end] == "\n" and non_space(seg_end) in index:  # … alone on a following line
+                        hit = (w, index[non_space(seg_end)])
+            else:
+                end = _NAME_END.search(t, w)
+                seg_end = end.start() if end else n
+        if hit is not None:
+            w, k = hit
+            a, stop, score = marks[k]
+            e = a
+            while e > w + 1 and t[e - 1].isspace():
+                e -= 1
+            yield t[w:e], score
+            p = stop
+            continue
+        if w in index:  # a score right after spaces: its name is the last space (not a line break) before it
+            g = w - 1
+            while g >= p and t[g] == "\n":
+                g -= 1
+            if g >= (p + 1 if t[p] == "{" else p):
+                yield t[g], marks[index[w]][2]
+                p = marks[index[w]][1]
+                continue
+        # no match starts before the end of this name's line part: move on to it
+        p = w if w > p else p + 1 if t[p] in "{}" else seg_end
 
 
 def _norm(s: str) -> str:
@@ -260,12 +322,12 @@ def parse_scored(text: object, options: Sequence[str]) -> tuple[list[tuple[str, 
         return [], "empty"
     found: dict[str, float] = {}
     named_any = False
-    for m in _SCORED.finditer(t):
+    for name, score in _scored(t):
         named_any = True
-        opt = _match(m.group(1), options)
+        opt = _match(name, options)
         if opt is not None and opt not in found:
             try:
-                found[opt] = max(0.0, float(m.group(2)))
+                found[opt] = max(0.0, float(score))
             except ValueError:
                 continue
     if found:

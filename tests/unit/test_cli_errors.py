@@ -41,6 +41,66 @@ def _earlier_run(tmp, monkeypatch):
     assert cli.main([*RUN, "--limit", "1", "--out", str(tmp / "out" / "run.jsonl")]) == 0
 
 
+_Q = '{"qid": "q%d", "question": "who directed Inception", "answers": ["Christopher Nolan"]%s}'
+
+
+def _inputs(tmp, monkeypatch=None):
+    """Small files of every kind the bad inputs below name: datasets with one fault each, files that
+    are not what a command reads, a text file where a folder is expected and a folder."""
+    (tmp / "text.txt").write_text("not a database, not a folder\n")
+    (tmp / "adir").mkdir()
+    (tmp / "empty.jsonl").write_text("")
+    (tmp / "bin.jsonl").write_bytes(b"\xff\xfe\x00\x80 binary\n")
+    (tmp / "notgz.jsonl.gz").write_text("this is not gzip\n")
+    (tmp / "ds_ok3.jsonl").write_text("".join(_Q % (i, "") + "\n" for i in range(3)))
+    faults = {"qidlist": '{"qid": ["q1"], "question": "who directed Inception", "answers": ["Christopher Nolan"]}',
+              "qiddict": '{"qid": {"id": 1}, "question": "who directed Inception", "answers": ["Christopher Nolan"]}',
+              "answers_nonstr": '{"qid": "q1", "question": "who directed Inception", "answers": [1, null, {"a": 1}]}',
+              "kind_weird": _Q % (1, ', "kind": "weird"'),
+              "topic_str": _Q % (1, ', "topic_entities": "Inception"')}
+    for name, line in faults.items():
+        (tmp / f"ds_{name}.jsonl").write_text(_Q % (0, "") + "\n" + line + "\n")
+    (tmp / "ds_bom.jsonl").write_text("\ufeff" + _Q % (0, "") + "\n", encoding="utf-8")
+
+
+def _run_and_inputs(tmp, monkeypatch):
+    _inputs(tmp)
+    _earlier_run(tmp, monkeypatch)
+
+
+def _run_missing_seconds(tmp, monkeypatch):
+    """A run file whose records lost a field a report sums."""
+    import json
+
+    _earlier_run(tmp, monkeypatch)
+    recs = [json.loads(line) for line in (tmp / "out" / "run.jsonl").read_text().splitlines()]
+    (tmp / "run_missing_seconds.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in r.items() if k != "seconds"}) + "\n" for r in recs))
+
+
+def _journal_bogus(tmp, monkeypatch):
+    monkeypatch.setenv("KGQA_SQLITE_JOURNAL", "bogus")
+
+
+def _data_dir_empty(tmp, monkeypatch):
+    (tmp / "datasets").mkdir()
+    monkeypatch.setenv("KGQA_DATA_DIR", str(tmp / "datasets"))
+
+
+def _data_dir_is_a_file(tmp, monkeypatch):
+    _inputs(tmp)
+    monkeypatch.setenv("KGQA_DATA_DIR", str(tmp / "text.txt"))
+
+
+def _ds(name):
+    return ["run", "--method", "io", "--dataset", f"{{tmp}}/{name}", "--llm-mode", "replay", "--quiet", "--out",
+            "{tmp}/results/x.jsonl"]
+
+
+LC = ["run", "--method", "langchain_sparql", "--dataset", "miniworld:simple", "--limit", "1", "--kg", "miniworld",
+      "--llm-mode", "replay", "--quiet", "--out", "{tmp}/results/lc.jsonl"]
+
+
 # (id, argv (``{tmp}`` is the test's folder), setup, what the message must say)
 CASES = [
     ("garbage-jsonl", ["run", "--method", "io", "--dataset", "{tmp}/garbage.jsonl", "--llm-mode", "replay"], _garbage,
@@ -101,6 +161,90 @@ CASES = [
      "argument --only: expects items of concurrency,servers,metaqa, got 'gpu'"),
     ("bench-paper-table-option", ["bench", "run", "pgakv_t2", "--n", "5"], None, "table pgakv_t2 takes no options"),
     ("bench-list-option", ["bench", "list", "--n", "5"], None, "unrecognized arguments: --n ("),
+    # datasets
+    ("metaqa-unknown-hops", ["run", "--method", "io", "--dataset", "metaqa:7hop:dev", "--llm-mode", "replay"], None,
+     "Unknown MetaQA set '7hop'"),
+    ("miniworld-unknown-part", ["run", "--method", "io", "--dataset", "miniworld:nosuchpart", "--llm-mode", "replay"],
+     None, "nosuchpart.jsonl not found"),
+    ("empty-jsonl", _ds("empty.jsonl"), _inputs, "holds no questions"),
+    ("dataset-is-a-folder", _ds("adir/"), _inputs, "is not a file"),
+    ("dataset-qid-a-list", _ds("ds_qidlist.jsonl"), _inputs, "ds_qidlist.jsonl, line 2: 'qid' must be a string"),
+    ("dataset-qid-an-object", _ds("ds_qiddict.jsonl"), _inputs, "ds_qiddict.jsonl, line 2: 'qid' must be a string"),
+    ("dataset-answers-not-strings", _ds("ds_answers_nonstr.jsonl"), _inputs,
+     "ds_answers_nonstr.jsonl, line 2: 'answers' must be a list of strings"),
+    ("dataset-unknown-kind", _ds("ds_kind_weird.jsonl"), _inputs, "line 2: unknown question kind 'weird'"),
+    ("dataset-topic-entities-a-string", ["run", "--method", "qsm", "--kg", "tiny", *_ds("ds_topic_str.jsonl")[3:]],
+     _inputs, "ds_topic_str.jsonl, line 2: 'topic_entities' must be a list of strings"),
+    ("dataset-with-bom", _ds("ds_bom.jsonl"), _inputs, "BOM"),
+    ("fusic-unknown-task", ["run", "--method", "io", "--dataset", "fusic:a>b", "--llm-mode", "replay"], None,
+     "Unknown transfer task 'a>b'"),
+    ("metaqa-unknown-split", ["run", "--method", "io", "--dataset", "metaqa:1hop:nosplit", "--llm-mode", "replay"],
+     _data_dir_empty, "qa_nosplit_1hop.txt not found"),
+    ("data-dir-is-a-file", ["run", "--method", "io", "--dataset", "metaqa:1hop:dev", "--llm-mode", "replay"],
+     _data_dir_is_a_file, "KGQA_DATA_DIR="),
+    # run options
+    ("shard-out-of-range", [*RUN, "--shard", "3/2"], None, "--shard: expects i/n with 0 ≤ i < n"),
+    ("shard-negative", [*RUN, "--shard", "-1/0"], None, "--shard: expected one argument"),
+    ("shard-of-zero", [*RUN, "--shard", "0/0"], None, "--shard: expects i/n with 0 ≤ i < n"),
+    ("shard-without-slash", [*RUN, "--shard", "1"], None, "--shard: expects i/n with 0 ≤ i < n"),
+    ("shard-not-numbers", [*RUN, "--shard", "a/b"], None, "--shard: expects i/n with 0 ≤ i < n"),
+    ("shard-float-count", [*RUN, "--shard", "0/1e3"], None, "--shard: expects i/n with 0 ≤ i < n"),
+    ("shard-into-another-config", [*RUN, "--limit", "1", "--shard", "0/2", "--set", "max_tokens=32", "--out",
+                                   "{tmp}/out/run.jsonl"], _earlier_run, "holds records of another configuration"),
+    ("seed-not-a-number", [*RUN, "--seed", "abc"], None, "--seed: invalid int value: 'abc'"),
+    ("run-out-under-a-file", [*RUN, "--out", "{tmp}/text.txt/run.jsonl"], _inputs,
+     "text.txt' is a file, not a folder"),
+    ("run-out-a-folder", [*RUN, "--out", "{tmp}/adir"], _inputs, "adir' is a folder: give the path of a file"),
+    ("llm-rate-zero", [*RUN, "--llm", "openai:fake?rpm=0"], None, "rpm expects a positive number (per minute)"),
+    ("llm-rate-infinite", [*RUN, "--llm", "openai:fake?rpm=1e999"], None, "rpm expects a positive number"),
+    ("llm-unknown-option", [*RUN, "--llm", "openai:fake?nope=1"], None, "unknown option 'nope' in the LLM name"),
+    ("local-prefix-cache-too-big", [*RUN, "--llm", "local?prefix_cache=100000&threads=100000"], None,
+     "prefix_cache expects a whole number ≥ 0 and ≤ 64"),
+    ("local-threads-too-many", [*RUN, "--llm", "local?threads=100000"], None, "threads expects a whole number ≥ 1 and ≤"),
+    ("sqlite-journal-unknown", RUN, _journal_bogus, "KGQA_SQLITE_JOURNAL='bogus' is not a journal mode"),
+    # settings out of their range
+    ("set-max-tokens-negative", [*RUN, "--set", "max_tokens=-1"], None,
+     "setting 'max_tokens' of io expects int ≥ 1, got '-1'"),
+    ("set-samples-zero", ["run", "--method", "sc", *RUN[3:], "--set", "samples=0"], None,
+     "setting 'samples' of sc expects int ≥ 1, got '0'"),
+    ("set-threshold-nan", [*PG, "--set", "threshold=nan"], None,
+     "setting 'threshold' of pgakv expects float in [-1, 1], got 'nan'"),
+    ("set-timeout-infinite", [*LC, "--set", "timeout=inf"], None,
+     "setting 'timeout' of langchain_sparql expects float ≥ 0.1 (finite), got 'inf'"),
+    ("set-max-rows-negative", [*LC, "--set", "max_rows=-5"], None,
+     "setting 'max_rows' of langchain_sparql expects int ≥ 1, got '-5'"),
+    # report
+    ("report-a-dataset-file", ["report", "{tmp}/ds_ok3.jsonl"], _inputs, "ds_ok3.jsonl is not a run file"),
+    ("report-run-missing-fields", ["report", "{tmp}/run_missing_seconds.jsonl"], _run_missing_seconds,
+     "has no number 'seconds'"),
+    ("report-binary-file", ["report", "{tmp}/bin.jsonl"], _inputs, "bin.jsonl is not a run file: not UTF-8"),
+    ("report-not-gzip", ["report", "{tmp}/notgz.jsonl.gz"], _inputs, "is not a run file: not a readable gzip file"),
+    ("report-unknown-metric", ["report", "{tmp}/out/run.jsonl", "--metrics", "nosuch"], _earlier_run,
+     "--metrics: unknown metric 'nosuch'; known: hits@1, any_hit"),
+    ("report-out-under-a-file", ["report", "{tmp}/out/run.jsonl", "--out", "{tmp}/text.txt/r.md"], _run_and_inputs,
+     "text.txt' is a file, not a folder"),
+    # other commands
+    ("notebooks-check-missing", ["notebooks", "check", "{tmp}/nope.ipynb"], None, "no notebook"),
+    ("notebooks-check-a-jsonl", ["notebooks", "check", "{tmp}/ds_ok3.jsonl"], _inputs, "ds_ok3.jsonl is not a notebook"),
+    ("workshop-out-a-file", ["workshop", "--out", "{tmp}/text.txt"], _inputs, "text.txt' is a file, not a folder"),
+    ("slices-build-not-sparql", ["slices", "build", "--dataset", "tiny:films", "--kg", "tiny"], None,
+     "not a SPARQL KG URL: 'tiny'"),
+    ("model-verify-traversal-name", ["model", "verify", "--name", "../../etc/passwd"], None,
+     "Unknown local model '../../etc/passwd'"),
+    ("cache-stats-with-a-file", ["cache", "stats", "{tmp}/text.txt"], _inputs, "kgqa cache stats takes no files"),
+    ("reproduce-index-out-of-range", ["reproduce", "--index", "5"], None, "--index 5 is out of range"),
+    ("reproduce-index-negative", ["reproduce", "--index", "-1"], None, "--index: expects a number ≥ 0, got -1"),
+    ("bench-list-unknown-table", ["bench", "list", "nosuchtable"], None, "unknown benchmark table 'nosuchtable'"),
+    ("bench-run-unknown-cell", ["bench", "run", "pgakv_t2", "--cells", "nosuchcell"], None,
+     "pgakv_t2 has no cell 'nosuchcell'"),
+    ("bench-run-two-tables-one-unknown", ["bench", "run", "pgakv_t2", "keqing_t2"], None,
+     "unknown benchmark table 'keqing_t2'"),
+    ("bench-report-traversal-name", ["bench", "report", "../../etc/passwd"], None,
+     "unknown benchmark table '../../etc/passwd'"),
+    ("bench-run-traversal-cell", ["bench", "run", "pgakv_t2", "--cells", "../../x"], None,
+     "pgakv_t2 has no cell '../../x'"),
+    ("bench-check-unknown-table", ["bench", "report", "--check", "nosuch"], None, "unknown benchmark table 'nosuch'"),
+    ("bench-measurement-cells", ["bench", "run", "embed", "--cells", "x"], None, "embed is a measurement table"),
 ]
 
 
@@ -152,6 +296,117 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, argv, setup, says
     assert says in lines[0], f"{says!r} not in {lines[0]!r}"
     assert _tree(tmp_path) == before, "the failed command wrote or changed a file"
     assert _transcripts() == transcripts
+
+
+def _fake_endpoint(tmp, monkeypatch):
+    monkeypatch.setenv("KGQA_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # never called: replay
+
+
+def _no_endpoint(tmp, monkeypatch):
+    for var in ("KGQA_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+_OUT = ["--quiet", "--limit", "3", "--out", "{tmp}/results/x.jsonl"]
+# The command was right, the infrastructure was not: one line, exit 3, and no record of an answer
+OUTAGES = [
+    ("kg-closed-port", ["run", "--method", "qsm", "--dataset", "tiny:films", "--llm-mode", "replay", "--kg",
+                        "sparql+http://127.0.0.1:9/sparql#profile=tiny", *_OUT], None,
+     "SPARQL endpoint http://127.0.0.1:9/sparql unreachable"),
+    ("replay-miss", ["run", "--method", "io", "--dataset", "tiny:films", "--llm", "openai:never-recorded", "--llm-mode",
+                     "replay", *_OUT], _fake_endpoint, "no recorded response of openai:never-recorded"),
+    ("replay-miss-default-url", ["run", "--method", "io", "--dataset", "tiny:films", "--llm", "openai:gpt-4o-mini",
+                                 "--llm-mode", "replay", *_OUT], _no_endpoint, "no recorded response of openai:gpt-4o-mini"),
+]
+
+
+def _env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var, sub in (("KGQA_CACHE_DIR", "cache"), ("KGQA_RESULTS_DIR", "results"), ("KGQA_TABLES_DIR", "tables"),
+                     ("KGQA_FIGURES_DIR", "figures")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.setenv("KGQA_LLM_MODE", "replay")
+
+
+@pytest.mark.parametrize("name,argv,setup,says", OUTAGES, ids=[c[0] for c in OUTAGES])
+def test_an_outage_is_one_line_exit_3_and_records_no_answer(name, argv, setup, says, tmp_path, monkeypatch, capsys):
+    _env(tmp_path, monkeypatch)
+    if setup is not None:
+        setup(tmp_path, monkeypatch)
+    transcripts = _transcripts()
+
+    code = cli.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 3, f"exit {code}, stderr: {err}"
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert says in lines[0] and "not answered" in lines[0], lines[0]
+    out = tmp_path / "results" / "x.jsonl"
+    assert not out.exists() or not out.read_text().strip(), "an outage was recorded as an answer"
+    assert _transcripts() == transcripts
+
+
+class _FillsUp:
+    """A run file on a disk that fills up: the first ``room`` lines are written, the next is cut
+    half-way by ENOSPC (as a full disk leaves it)."""
+
+    def __init__(self, fh, path, state):
+        self._fh, self._path, self._state = fh, path, state
+
+    def write(self, text):
+        if self._state["room"] <= 0:
+            self._fh.write(text[: len(text) // 2])
+            self._fh.flush()
+            import errno
+
+            raise OSError(errno.ENOSPC, "No space left on device", str(self._path))
+        self._state["room"] -= 1
+        return self._fh.write(text)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+def test_a_full_disk_under_the_run_file_is_one_line_exit_3_and_loses_no_answer(tmp_path, monkeypatch, capsys):
+    import builtins
+    import json
+    from pathlib import Path
+
+    from kgqa_lib.evaluate import runner
+
+    _env(tmp_path, monkeypatch)
+    out = tmp_path / "out" / "run.jsonl"
+    state = {"room": 1}
+
+    def open_(path, mode="r", *args, **kwargs):
+        fh = builtins.open(path, mode, *args, **kwargs)
+        return _FillsUp(fh, path, state) if Path(path) == out and "a" in mode else fh
+
+    monkeypatch.setattr(runner, "open", open_, raising=False)
+    argv = [*RUN, "--limit", "3", "--out", str(out)]
+    assert cli.main(argv) == 3
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert "No space left on device" in lines[0] and str(out) in lines[0] and "free space" in lines[0], lines[0]
+    assert len(runner.read_records(out)) == 1  # the answer cut by the full disk is not counted as written
+
+    monkeypatch.setattr(runner, "open", builtins.open, raising=False)  # space freed: the same command resumes
+    assert cli.main(argv) == 0
+    recs = []
+    for line in out.read_text().splitlines():
+        try:
+            recs.append(json.loads(line))
+        except ValueError:  # the line the full disk cut: skipped, as a resume skips it
+            pass
+    assert len(recs) == 3 and len({r["qid"] for r in recs}) == 3, "an answer was lost or written twice"
 
 
 def test_the_table_has_the_twenty_kinds_of_the_issue():

@@ -57,3 +57,25 @@ def test_train_lora_and_answer_through_the_cache(tiny, tmp_path, tmp_cache):
     replay = LLM(LazyBackend(lambda: pytest.fail("a replay must not build the model")), "tiny-lora",
                  LLMCache(tmp_path / "c.sqlite", transcripts=None), mode="replay")
     assert replay.chat(examples[0][0], max_tokens=5).text == r.text
+
+
+def test_tuned_llm_switches_the_adapters_off_and_never_builds_in_a_replay(tiny, tmp_path, tmp_cache):
+    from kgqa_lib.errors import SetupError
+    from kgqa_lib.llm.chat import LLMCache, ReplayMiss
+    from kgqa_lib.llm.finetune import LoraRecipe, train_lora, tuned_llm
+
+    model, tok = tiny
+    examples = [([{"role": "user", "content": f"Question: q{i}"}], f"answer {i}") for i in range(4)]
+    tuned, _ = train_lora(model, tok, examples, LoraRecipe(steps=4, batch=2, lr=5e-3), progress=False, reuse=False)
+    cache = lambda name: LLMCache(tmp_path / f"{name}.sqlite", transcripts=None)  # noqa: E731
+    question = examples[0][0]
+    with tuned.disable_adapter():  # the untuned weights, by hand
+        expected = tuned_llm("by-hand", tuned, tok, cache("a")).chat(question, max_tokens=6).text
+    off = tuned_llm("tiny-off", tuned, tok, cache("b"), adapters=False)
+    assert off.chat(question, max_tokens=6).text == expected
+    # not loaded: a recorded answer replays, an unrecorded one says how to load the model
+    assert tuned_llm("tiny-off", None, None, cache("b"), "replay").chat(question, max_tokens=6).text == expected
+    with pytest.raises(ReplayMiss):
+        tuned_llm("tiny-off", None, None, cache("b"), "replay").chat(examples[1][0], max_tokens=6)
+    with pytest.raises(SetupError, match="TRAIN=True"):
+        tuned_llm("tiny-off", None, None, cache("b")).chat(examples[1][0], max_tokens=6)

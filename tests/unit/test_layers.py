@@ -14,7 +14,8 @@ import kgqa_lib
 
 #: (layer, tier, the modules it holds: a package holds its submodules). Lower tiers first.
 LAYERS = [
-    ("base", 0, ["kgqa_lib", "kgqa_lib.paths", "kgqa_lib.errors", "kgqa_lib._sqlite", "kgqa_lib.text"]),
+    ("base", 0, ["kgqa_lib", "kgqa_lib.paths", "kgqa_lib.errors", "kgqa_lib._sqlite", "kgqa_lib.text",
+              "kgqa_lib.procs"]),
     ("data", 1, ["kgqa_lib.data"]),
     ("kg", 2, ["kgqa_lib.kg"]),
     ("llm", 2, ["kgqa_lib.llm"]),
@@ -23,7 +24,7 @@ LAYERS = [
     ("evaluate", 4, ["kgqa_lib.evaluate"]),
     ("bench", 5, ["kgqa_lib.bench"]),
     ("app", 6, ["kgqa_lib.cli", "kgqa_lib.registry", "kgqa_lib.reproduce", "kgqa_lib.notebooks", "kgqa_lib.doctor",
-                "kgqa_lib.distributed", "kgqa_lib.servers", "kgqa_lib.viz"]),
+                "kgqa_lib.distributed", "kgqa_lib.servers", "kgqa_lib.viz", "kgqa_lib.site"]),
 ]
 
 PACKAGE = Path(kgqa_lib.__file__).parent

@@ -1,6 +1,7 @@
-"""Issue 23's analysis of finished PG&AKV runs, on synthetic records: the pruning chosen on dev
-questions only, Table 2 restricted to the test questions, the paper's verification-error share and
-the QSM comparison."""
+"""The analysis of finished PG&AKV runs, on synthetic records: the pruning chosen on dev questions only,
+cells read on the test questions of complete runs, the paper's verification-error share, the QSM
+comparison, the paper's own gains and where an interval lies. (The reports and the notebooks' tables
+built from these: tests/unit/test_bench_pgakv.py.)"""
 
 import pytest
 
@@ -81,17 +82,6 @@ def test_top_k_is_chosen_from_its_dev_only_run():
     assert A.split_coverage("simple", "pgakv_thr05_k1_dev", going) == (20, 48)
 
 
-def test_table2_reports_test_questions_only():
-    dev = {s: A.split_qids(s)[0] for s in A.SETS}
-    right = {(s, "io"): set(dev[s]) for s in A.SETS}  # IO right on every dev question, wrong on every test one
-    right |= {(s, run): set() for s in A.SETS for run in ("cot", "sc", "qsm", "pgakv")}
-    right |= {(s, "pgakv_thr05"): set() for s in A.FACTOID}
-    text = A.table2_test_report(_loader(right))
-    io_row = next(line for line in text.splitlines() if line.startswith("| IO |"))
-    assert "0.0 [0.0, 0.0] (n=113)" in io_row and "(n=62)" in io_row and "(n=50)" in io_row
-    assert "48 dev / 113 test" in text and "20.2 / 38.7" in text  # the split and the paper's Table 2 beside ours
-
-
 def test_verification_error_share_is_the_papers_counterfactual():
     full = [_rec("a", 0.0), _rec("b", 0.0), _rec("c", 0.0), _rec("d", 1.0), _rec("e", 0.0)]
     without = [_rec("a", 1.0), _rec("b", 0.0), _rec("c", 0.0), _rec("d", 0.0)]  # "e" was not run without
@@ -143,22 +133,6 @@ def test_a_run_still_in_progress_reads_as_not_run():
     assert A.gain_on_test("simple", "pgakv_pg", "cot", full).startswith("+100.0 [+100.0, +100.0]")
 
 
-def test_the_test_split_report_has_tables_4_and_3_and_the_annotation_rows(monkeypatch):
-    monkeypatch.setattr(A, "attribute_error", lambda r: "verification")  # the synthetic records carry no trace
-    test = {s: A.split_qids(s)[1] for s in A.SETS}
-    right = {(s, "pgakv_pg"): set(test[s]) for s in A.SETS}  # the pseudo-graph run right on every test question
-    right |= {(s, run): set() for s in A.SETS for run in ("io", "cot", "sc", "qsm", "pgakv", "pgakv_thr05", "pgakv_thr05_fb")}
-    text = A.test_split_report(_loader(right))
-    t4 = text[text.index("## The paper's Table 4"):text.index("## The verification-error share")]
-    assert "| multihop | 0.0 [0.0, 0.0] (n=62) | 100.0 [100.0, 100.0] (n=62) |" in t4
-    assert "+100.0 [+100.0, +100.0] (n=62)" in t4 and "QALD-10: CoT 40.5 → 44.4 (+3.9) → 48.6 (+4.2)" in t4
-    t3 = text[text.index("## The paper's Table 3"):text.index("## G_base without")]
-    assert "| simple | 0.0 [0.0, 0.0] (n=113) | freebase | 0.0 [0.0, 0.0] (n=113) | +0.0 [+0.0, +0.0] (n=113) |" in t3
-    assert "SimpleQuestions: 22.0 → 38.2 (+16.2)" in t3
-    # every test question the full run gets wrong, the pseudo-graph run gets right: a 100 % share
-    assert "| simple | PG&AKV (threshold 0.7, the paper's) | 113 | 113 | 100.0 % |" in text
-
-
 def test_verification_changes_counts_kept_removed_corrected_and_added():
     def trace(sketch, ground, final, deleted, added):
         return [{"name": "cypher_to_triples", "output": {"triples": sketch}}, {"name": "prune", "output": {"triples": ground}},
@@ -172,3 +146,55 @@ def test_verification_changes_counts_kept_removed_corrected_and_added():
     got = A.verification_changes([rec], [base])
     assert (got["kept"], got["removed"], got["corrected"], got["added"], got["added from G_g"]) == (1, 0, 1, 1, 1)
     assert (got["answer text changed by verification"], got["metric up with verification"]) == (1, 1)
+
+
+def test_the_papers_gains_are_read_by_table_row_and_column():
+    assert A.paper_gain("simple", "best KG-free") == (12.3, "Table 2, column SimpleQuestions: Ours − CoT")
+    assert A.paper_gain("multihop", "best KG-free") == (7.5, "Table 2, column QALD-10: Ours − SC")
+    assert A.paper_gain("multihop", "qsm") == (14.4, "Table 2, column QALD-10: Ours − QSM")
+    assert A.paper_gain("open", "best KG-free") == (14.3, "Table 4, column Nature Questions: Verification − CoT")
+    assert A.paper_gain("open", "qsm")[0] is None  # Table 2's Nature Questions column is not in our copy
+    assert A.paper_ablation_gain(A.PAPER_TABLE4, "multihop", "pgakv_pg", "cot") == 3.9
+    assert A.paper_ablation_gain(A.PAPER_TABLE5, "open", "pgakv", "pgakv_pg") == 14.8
+    assert A.paper_ablation_gain(A.PAPER_TABLE4, "simple", "pgakv", "cot") is None  # no SimpleQuestions column
+
+
+def test_a_verdict_says_where_the_interval_lies():
+    assert A.side((0.1, 0.02, 0.2, 50)) == 1 and A.side((-0.1, -0.2, -0.01, 50)) == -1
+    assert A.side((0.0, -0.1, 0.1, 50)) == 0 and A.side(None) == 0
+    assert A.verdict((0.1, 0.02, 0.2, 50), claim=7.5) == "wholly above zero; the claimed minimum is inside it"
+    assert A.verdict((0.1, 0.09, 0.2, 50), claim=7.5) == "wholly above zero; it lies wholly above the claimed minimum"
+    assert A.verdict((0.0, -0.1, 0.05, 50), claim=7.5) == "compatible with zero; it lies wholly below the claimed minimum"
+
+
+def test_retrieval_scores_split_by_whether_the_triple_holds_a_gold_answer():
+    rec = _pg_record("q", _hits("iGE", "Georgia", ["Georgian lari", "Tbilisi"], 0.6) + _hits("iAZ", "Azerbaijan", ["x"], 0.9))
+    got = A.retrieval_scores([rec])
+    assert got == {"holds a gold answer": [0.6], "no gold answer": [0.6, 0.9]}
+
+
+def test_the_demo_grid_is_methods_by_sets_with_the_sets_metric(tmp_path):
+    import json
+
+    def write(name, recs):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r | {"method": name.split("__")[1], "dataset": name.split("__")[0]}) + "\n"
+                                for r in recs))
+        return path
+
+    paths = {("miniworld:simple", "io"): write("s__io", [_rec("a", 1.0), _rec("b", 0.0)]),
+             ("miniworld:simple", "qsm"): write("s__qsm", [_rec("a", 1.0), _rec("b", 1.0)]),
+             ("miniworld:open", "io"): write("o__io", [_rec("c", 0.4, "open")]),
+             ("miniworld:open", "qsm"): write("o__qsm", [_rec("c", 0.6, "open")])}
+    _, grid = A.demo_grid(paths, methods=["qsm", "io"])
+    assert list(grid.index) == ["qsm", "io"]
+    assert list(grid.columns) == ["miniworld:simple (Hits@1)", "miniworld:open (ROUGE-L)"]
+    assert grid.loc["qsm", "miniworld:simple (Hits@1)"].startswith("1.00 [") and grid.loc["io", "miniworld:open (ROUGE-L)"].startswith("0.40")
+
+
+
+def test_pruning_outcome_counts_ground_triples_and_empty_ground_graphs():
+    kept = _pg_record("kept", _hits("iGE", "Georgia", ["Georgian lari"], 0.8), hit=1.0)
+    empty = _pg_record("empty", _hits("iGE", "Georgia", ["Georgian lari"], 0.5))  # under the 0.7 threshold
+    assert A.pruning_outcome([kept, empty]) == {"questions": 2, "hits@1": 0.5, "ground triples / q": 0.5,
+                                                "empty ground graphs": 1}

@@ -108,3 +108,15 @@ def test_strip_keeps_the_funnel_and_no_text(tmp_path, tmp_cache, tiny):
     s = PM.strip(record)
     assert s["funnel"]["gold"]["G_t"] and s["funnel"]["sizes"]["searched"] == len(tiny.all_triples())
     assert "question" not in s and "gold" not in s and s["prediction"] == ["Christopher Nolan"]
+
+
+def test_the_report_renders_the_same_tables_the_notebooks_get():
+    tables = PM.result_tables(core.Records(PM.TABLE))
+    text = PM.report(core.Records(PM.TABLE))
+    frames = PM.frames()
+    assert list(frames) == list(tables) == ["dev", "results", "claims", "mini_world", "funnel", "gains"]
+    for name, t in tables.items():
+        assert t.markdown() in text  # the report shows the table as it is, not a copy
+        df = frames[name]
+        assert len(df) == len(t.rows) and list(df.columns) == list(t.columns[1:])
+        assert [str(i) for i in df.index] == [str(r[0]) for r in t.rows]

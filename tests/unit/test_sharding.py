@@ -87,7 +87,8 @@ def test_report_merges_the_shard_files_of_one_run(tmp_path, capsys):
     df = report(files)
     assert len(df) == 1 and df.iloc[0]["run"] == "toy" and df.iloc[0]["n"] == 20 and df.iloc[0]["shards"] == "3/3"
     assert df.iloc[0]["hits@1"] == report([single]).iloc[0]["hits@1"]
-    assert df.attrs["shards"]["toy"] == {"n": 3, "files": 3, "missing": [], "duplicates": 0}
+    assert df.attrs["shards"]["toy"] == {"n": 3, "files": 3, "missing": [], "short": {}, "questions": {0: 7, 1: 7, 2: 6},
+                                         "duplicates": 0}
     # a missing shard and a duplicated file are stated
     assert kgqa(["report", str(files[0]), str(files[2]), str(files[2])]) == 0
     err = capsys.readouterr().err
@@ -99,7 +100,7 @@ def test_unsharded_reports_are_unchanged(tmp_path):
     run("_shard_echo", _ds(5), Context(llm=LLM(FixedBackend(), "fixed", LLMCache(tmp_path / "s.sqlite", transcripts=None)),
                                        settings={}), single, progress=False)
     df = report([single, single])
-    assert list(df["run"]) == ["single", "single"] and "shards" not in df.columns
+    assert list(df["run"]) == ["single", "single #2"] and "shards" not in df.columns  # (rows never share a name)
     assert "shard" not in read_records(single)[0]
 
 
@@ -178,7 +179,7 @@ def test_deferred_shard_caches_merge_into_the_transcripts_once(tmp_path, capsys)
     private.put(_req(9), _resp(9))
     assert [len(p.read_text().splitlines()) for p in committed.glob("*.jsonl")] == [1]  # shards wrote none
     counts = home.merge([s1.path, s2.path])
-    assert counts == {"sources": 2, "added": 4, "transcribed": 3, "already": 1}
+    assert counts == {"sources": 2, "added": 4, "transcribed": 3, "already": 1, "rejected": 0}
     keys = [json.loads(line)["key"] for line in (committed / "m.jsonl").read_text().splitlines()]
     assert sorted(keys) == sorted(_req(i).key for i in range(4))  # once each; 9 stays private
     assert home.get(_req(9).key)["text"] == "answer 9"

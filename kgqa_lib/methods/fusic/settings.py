@@ -15,17 +15,18 @@ class FuSICSettings(Settings):
 
     task: str = setting("geo-wd>cinema-fb", "the transfer task, source>target (its KGs and questions)")
     shots: int = setting(5, "few-shot examples of the target available to the retrievers (0 = zero-shot); "
-                            "up to the pool's 10, MetaQA up to 100 (tasks.SHOT_RESERVE)")
+                            "up to the pool's 10, MetaQA up to 100 (tasks.SHOT_RESERVE)", min=0)
     retrievers: str = setting("bm25,dense", "comma-separated supervised retrievers: bm25, dense, minilm; 'none' (or "
                                             "'') = the paper's naive LLM FS-ICL baseline: no KB retrieval, question "
                                             "-> SPARQL with the exemplars (sec. 4.2.1)")
     rerank: bool = setting(True, "re-rank the retrieved candidates with the LLM")
-    egf_rounds: int = setting(4, "execution-guided feedback rounds after the first query")
+    egf_rounds: int = setting(4, "execution-guided feedback rounds after the first query", min=0)
     language: Literal["sparql", "sexpr"] = setting("sparql", "what the LLM writes: SPARQL or s-expressions")
     oracle_linking: bool = setting(False, "link the gold topic entities instead of the question's mentions")
-    K: int = setting(10, "candidates each retriever returns per aspect before re-ranking")
-    exemplars: int = setting(5, "exemplars shown in the prompt (the paper's 5, appendix A.1.3; our earlier default: 3)")
-    max_answers: int = setting(100, "answers kept from a query's result")
+    K: int = setting(10, "candidates each retriever returns per aspect before re-ranking", min=1)
+    exemplars: int = setting(5, "exemplars shown in the prompt (the paper's 5, appendix A.1.3; our earlier default: 3)",
+                             min=0)
+    max_answers: int = setting(100, "answers kept from a query's result", min=1)
     # paper-faithful defaults; each deviation is one of these settings
     show_path_values: bool = setting(False, "show each retrieved path with (up to two of) the entities it reaches, "
                                             "not as a bare SPARQL program (our earlier default; a one-hop answer is then "

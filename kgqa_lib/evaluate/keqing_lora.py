@@ -1,0 +1,191 @@
+"""Keqing's fine-tuned decomposer at toy scale (notebook 33): the training examples (the mini-world
+pool's gold decompositions), four decomposers of the same test questions — in context with the 1.5B
+and the 0.5B model, the 0.5B zero-shot, the 0.5B with LoRA adapters — how each decomposition compares
+with the gold relation path, and a summary printed from the recorded training and decompositions.
+
+The paper fine-tunes LLaMA-7B with LoRA on its training questions' decompositions (section 3.1;
+appendix D, Table 8); it reports no decomposition accuracy, so ours is shown beside its training run
+only. The tuned model answers through the record/replay cache like every LLM call: its model id names
+the recipe and the training data (:meth:`kgqa_lib.llm.finetune.LoraRecipe.key`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+DECOMPOSERS = ("ICL, 1.5B", "ICL, 0.5B", "zero-shot, 0.5B", "LoRA, 0.5B")
+BASE_ID = "qwen2.5-0.5b-hf"  # the 0.5B weights through transformers, without adapters
+KG = "miniworld"
+# The Keqing paper, appendix D, Table 8, row "Question Decomposition", dataset MetaQA (LoRA on LLaMA-7B).
+PAPER_TABLE8 = {"training examples": 32927, "batch (per device)": 64, "epochs": 3, "training time": "9.5 h",
+                "hardware": "NVIDIA Quadro RTX 8000 GPUs (16.5G GPU usage)"}
+OUTCOMES = ("right", "too few hops", "too many hops", "a hop reversed", "another relation", "unparseable")
+
+
+def training_examples() -> list[tuple[list[dict[str, str]], str]]:
+    """(messages, gold decomposition JSON) for every pool question: the decomposition prompt's
+    instructions and the question, then the answer the adapters learn."""
+    from ..llm.prompting import load_prompt
+    from ..methods.keqing import bank_for, format_decomposition, gold_decomposition, pool_for
+
+    bank, system = bank_for(KG), load_prompt("keqing_decompose").system
+    return [([{"role": "system", "content": system}, {"role": "user", "content": f"Question: {p.question}"}],
+             format_decomposition(gold_decomposition(p, bank))) for p in pool_for(KG)]
+
+
+def sample_questions(hops: list[int], n_questions: int | None, seed: int) -> list[Any]:
+    """``n_questions`` mini-world test questions per hop (None: all), seeded."""
+    from ..data.datasets import Dataset
+    from ..methods.keqing import keqing_dataset
+
+    test = keqing_dataset(KG).questions
+    return [q for h in hops for q in Dataset("h", [x for x in test if x.metadata["hops"] == h]).sample(n_questions, seed)]
+
+
+def record_file(key: str) -> Path:
+    """Where a recipe's training record is kept: ``results/bench/keqing_lora_<key>.json``."""
+    from ..paths import results_dir
+
+    return results_dir() / "bench" / f"keqing_lora_{key}.json"
+
+
+def table8(training, recipe, n_examples: int):
+    """The paper's Table 8 row (MetaQA, question decomposition) beside our training run (``training``: its
+    :class:`~kgqa_lib.llm.finetune.Training` record, None before one is made)."""
+    import pandas as pd
+
+    ours = {"training examples": n_examples, "batch (per device)": recipe.batch,
+            "epochs": round(recipe.steps * recipe.batch / n_examples, 1),
+            "training time": f"{training.seconds:.0f} s (recorded)" if training else "not trained yet",
+            "hardware": "CPU, float32"}
+    return pd.DataFrame({"Keqing paper, Table 8 (MetaQA)": PAPER_TABLE8, "ours": ours})
+
+
+def decomposers(icl_llm, tuned, tok, key: str, cache, mode: str, n_exemplars: int) -> dict[str, tuple[Any, int]]:
+    """The four decomposers, name → (LLM, worked examples shown): ``icl_llm`` (the pipeline's 1.5B model) in
+    context; the 0.5B weights of ``tuned`` with its adapters off, in context and zero-shot; the tuned model
+    zero-shot. ``tuned`` None (not loaded): the 0.5B decomposers answer from the recordings only."""
+    from ..llm.finetune import tuned_llm
+
+    base = tuned_llm(BASE_ID, tuned, tok, cache, mode, adapters=False)
+    return {"ICL, 1.5B": (icl_llm, n_exemplars), "ICL, 0.5B": (base, n_exemplars), "zero-shot, 0.5B": (base, 0),
+            "LoRA, 0.5B": (tuned_llm(f"{BASE_ID}+lora-{key}", tuned, tok, cache, mode), 0)}
+
+
+def decompose_all(decomposers: dict[str, tuple[Any, int]], questions: list[Any], embedder, seed: int = 0):
+    """Every decomposer on every question: a DataFrame (decomposer, qid, hops, correct — the top-1 template
+    sequence equals the gold relation path —, parse error, predicted chain, the model's output) and the
+    LLM usage per decomposer."""
+    import pandas as pd
+
+    from ..llm.chat import track_usage
+    from ..methods import Context
+    from ..methods.keqing import (bank_for, decompose, gold_chain, match_templates, order_subquestions, pool_for,
+                                  select_exemplars)
+
+    bank, pool = bank_for(KG), pool_for(KG)
+    rows, usage = [], {}
+    for name, (llm, n_shots) in decomposers.items():
+        ctx = Context(llm=llm, embedder=embedder, seed=seed)
+        with track_usage() as usage[name]:
+            for q in questions:
+                shots = select_exemplars(q, pool, bank, embedder, n_shots) if n_shots else []
+                dec = decompose(q, ctx, shots)
+                matches = match_templates(order_subquestions(dec.subquestions), bank, embedder, 1)
+                predicted = tuple(c for m in matches for c in (m.chains[0] if m.chains else ()))
+                rows.append((name, q.qid, q.metadata["hops"], predicted == gold_chain(q), dec.error or "",
+                             " / ".join(predicted), dec.text))
+    return pd.DataFrame(rows, columns=["decomposer", "qid", "hops", "correct", "parse", "predicted chain", "output"]), usage
+
+
+def outcome(predicted: str, gold: tuple[str, ...], parse: str = "", correct: bool | None = None) -> str:
+    """How a decomposition's top-1 template sequence (``predicted``, ``"a / ^b"``) compares with the gold
+    relation path: right, too few or too many hops, a hop reversed (the right relation, the wrong
+    direction), another relation, or unparseable output."""
+    pred = tuple(predicted.split(" / ")) if predicted else ()
+    if parse == "fallback":
+        return "unparseable"
+    if correct if correct is not None else pred == tuple(gold):
+        return "right"
+    if len(pred) != len(gold):
+        return "too few hops" if len(pred) < len(gold) else "too many hops"
+    return "a hop reversed" if any(p != g and p.lstrip("^") == g.lstrip("^") for p, g in zip(pred, gold)) else \
+        "another relation"
+
+
+def with_outcomes(runs, questions):
+    """``runs`` with an ``outcome`` column (:func:`outcome`) and ``multi-hop``."""
+    from ..methods.keqing import gold_chain
+
+    gold = {q.qid: gold_chain(q) for q in questions}
+    return runs.assign(outcome=[outcome(r["predicted chain"], gold[r["qid"]], r["parse"], bool(r["correct"]))
+                                for _, r in runs.iterrows()], **{"multi-hop": runs["hops"] > 1})
+
+
+def accuracy(runs):
+    """Decomposition accuracy per decomposer: by hop, over all, and the unparseable outputs."""
+    order = list(dict.fromkeys(runs["decomposer"]))
+    acc = runs.pivot_table(index="decomposer", columns="hops", values="correct", aggfunc="mean").loc[order]
+    acc["all"] = runs.groupby("decomposer")["correct"].mean().loc[order]
+    acc["unparseable"] = runs.groupby("decomposer")["parse"].apply(lambda s: int((s == "fallback").sum())).loc[order]
+    return acc
+
+
+def outcome_table(runs, questions):
+    """Per decomposer, 1-hop and multi-hop questions: how many decompositions had each outcome."""
+    import pandas as pd
+
+    o = with_outcomes(runs, questions)
+    t = pd.crosstab([o["decomposer"], o["multi-hop"].map({False: "1-hop", True: "multi-hop"})], o["outcome"])
+    return t.reindex(list(dict.fromkeys(runs["decomposer"])), level=0)[[c for c in OUTCOMES if c in t.columns]]
+
+
+def summary(runs, questions, training, n_exemplars: int) -> str:
+    """Notebook 33's summary from the recorded training and decompositions: the training beside the paper's
+    Table 8, what the adapters do to multi-hop decomposition against the same weights without them (where
+    it goes the other way from the paper's choice of fine-tuning), and in-context decomposition."""
+    o = with_outcomes(runs, questions)
+    multi = sum(q.metadata["hops"] > 1 for q in questions)
+    one = len(questions) - multi
+    right = lambda name, mh: int(((o["decomposer"] == name) & (o["multi-hop"] == mh) & (o["outcome"] == "right")).sum())  # noqa: E731
+    lora, zero = right("LoRA, 0.5B", True), right("zero-shot, 0.5B", True)
+    trained = (f"Trained on {training.examples} pool decompositions for {training.steps} steps ({training.seconds:.0f} s "
+               f"on CPU; the paper's Table 8: {PAPER_TABLE8['training examples']:,} examples, "
+               f"{PAPER_TABLE8['epochs']} epochs, {PAPER_TABLE8['training time']} on GPUs), the LoRA 0.5B decomposer"
+               if training else "The LoRA 0.5B decomposer")
+    out = [f"{trained} gets {right('LoRA, 0.5B', False)} of {one} one-hop and {lora} of {multi} multi-hop test "
+           "questions right (the top-1 templates give the gold relation path)."]
+    errors = o[(o["decomposer"] == "LoRA, 0.5B") & o["multi-hop"] & (o["outcome"] != "right")]["outcome"].value_counts()
+    verdict = ("no better than" if lora <= zero else "above")
+    out.append(f"The same weights without the adapters, zero-shot, get {zero} of {multi} multi-hop right: the adapters "
+               f"are {verdict} none at all here" + (", the other way from the paper, which fine-tunes its decomposer "
+                                                   "instead of prompting it" if lora <= zero else "")
+               + (f" (the tuned model's multi-hop errors: {', '.join(f'{k} {v}' for k, v in errors.items())})"
+                  if len(errors) else "") + ".")
+    out.append(f"In context, with {n_exemplars} worked examples and no training, the untuned 0.5B gets "
+               f"{right('ICL, 0.5B', True)} of {multi} multi-hop right and the 1.5B {right('ICL, 1.5B', True)} of {multi}.")
+    out.append(f"With {len(questions)} test questions these are examples, not rates.")
+    return " ".join(out)
+
+
+def recorded_summary(hops: list[int], n_questions: int | None, seed: int, recipe, n_exemplars: int,
+                     llm: str = "local") -> str:
+    """:func:`summary` from what is recorded only (the training record, the decompositions in the
+    transcripts: replayed, no model loaded), or what is missing when these settings are not recorded."""
+    from ..embed.embedder import Embedder
+    from ..errors import InfrastructureError, UserError
+    from ..llm.chat import LLMCache, make_llm
+    from ..llm.finetune import Training
+
+    examples = training_examples()
+    key = recipe.key(examples)
+    path = record_file(key)
+    training = Training.load(path) if path.exists() else None
+    questions = sample_questions(hops, n_questions, seed)
+    llms = decomposers(make_llm(llm, "replay"), None, None, key, LLMCache(), "replay", n_exemplars)
+    try:
+        runs, _ = decompose_all(llms, questions, Embedder(), seed)
+    except (InfrastructureError, UserError) as exc:
+        return (f"These settings are not recorded yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}): "
+                "the notebook runs them below (LLM_MODE auto or live; TRAIN=True trains), then this summary reads them.")
+    return summary(runs, questions, training, n_exemplars)

@@ -1,0 +1,163 @@
+"""The FuSIC report's tables as data (kgqa_lib.bench.fusic): the report renders the very tables the
+notebooks get; the notebooks' views of them (per-pair parts, main rows, Table 7's main cells, figures);
+the summaries of notebooks 21 and 22, printed from the records; and the record readers that moved out of
+the notebooks (F1 after k feedback rounds and feedback statistics on whole run records)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from kgqa_lib.bench import fusic as B  # noqa: E402
+from kgqa_lib.bench.result_table import ResultTable  # noqa: E402
+
+
+def _rec(qid, f1, statuses=("ok",), retrieval=None, hops=1, calls=4):
+    """A stripped FuSIC record: its attempts' statuses, F1, costs per stage and gold-element counts."""
+    return {"qid": qid, "metrics": {"f1": f1, "hits@1": f1}, "seconds": 10.0, "error": None,
+            "llm": {"calls": calls, "prompt_tokens": 100, "completion_tokens": 10, "recorded_seconds": 8.0,
+                    "seconds": 8.0, "cache_hits": 0},
+            "stages": {"calls": {"rerank": 2, "generation": 1, "feedback": len(statuses) - 1, "total": 2 + len(statuses)},
+                       "seconds": {"retrieval": 1.0, "rerank": 2.0, "exemplars": 0.5, "generation": 3.0, "feedback": 4.0}},
+            "attempts": [{"status": s, "repeat": False} for s in statuses],
+            "gold_analysis": {"topic_linked": True, "mentions": 1, "gold_hops": hops, "query_gold_relations": [1, 1],
+                              "query_relation_patterns": hops,
+                              "retrieval": retrieval if retrieval is not None else [
+                                  {"retriever": "dense", "aspect": "path", "top_K": True, "before": True, "after": True}]}}
+
+
+def _cells(full_f1=(1.0, 0.0, 1.0, 1.0), **more):
+    """Records for a few cells: FuSIC(T) few-shot on MetaQA 1-hop and GrailQA-Tech and whatever ``more`` names."""
+    full = [_rec(f"q{i}", f) for i, f in enumerate(full_f1)]
+    have = {"metaqa1.fs_dense": full, "gtech.fs_dense": full, **more}
+    return lambda cell: have.get(cell, [])
+
+
+def test_the_report_renders_the_same_tables_the_notebooks_get():
+    records = _cells(**{"metaqa1.fs_dense_norr": [_rec(f"q{i}", 0.0) for i in range(4)],
+                        "metaqa1.zs_dense": [_rec(f"q{i}", 1.0, ("empty", "ok")) for i in range(4)]})
+    tables = B.result_tables(records)
+    text = B.report(records)
+    assert list(tables) == ["questions", "table2", "goal", "funnel", "depth", "kbbinder", "langchain", "cost", "table3",
+                            "shots", "exemplars", "table3_zero_shot", "gfllm", "rounds", "table7"]
+    for name, t in tables.items():
+        assert isinstance(t, ResultTable) and t.rows, name
+        if name != "goal":  # the goal is rendered as a list (below)
+            assert B._md(t, "  | | |  |" if name == "table2" else None) in text, name
+            assert f"## {t.title}" in text or f"### {t.title}" in text or name == "funnel", name
+    goal = tables["goal"].frame()
+    assert "not run yet" in set(goal["goal"]) and "  - mini-world (Wikidata-style) → MetaQA dev (our reported part), 1-hop: F1 " \
+        "75.0, 3.00 LLM calls/q (re-rank + generation + feedback) — not met (n=4)" in text
+    # the same values reach a notebook as a DataFrame: the w/o re-ranking row's paired gain, the cost row
+    t3 = tables["table3"].frame()
+    row = t3[t3["ablation"] == "w/o re-ranking"].iloc[0]
+    assert row["n paired"] == 4 and row["ablation − full [95% CI]"].startswith("-75.0 [")
+    cost = tables["cost"].frame().loc["metaqa1.fs_dense"]
+    assert list(cost.iloc[:4]) == [4, "2.00", "1.00", "0.00"]
+    assert not hasattr(B, "report_section")  # notebooks get tables, not Markdown sections to split
+
+
+def test_md_keeps_the_reports_layout_of_rows_without_records():
+    t = B.table("x", "X", ["cell", "n", "a", "b"], [["c1", "not run yet", "", ""], ["c2", 3, "1.0", "2.0"]])
+    assert B._md(t) == "| cell | n | a | b |\n|---|---|---|---|\n| c1 | not run yet | | |\n| c2 | 3 | 1.0 | 2.0 |"
+    assert B._md(t, tail=" (none) |").splitlines()[2] == "| c1 | not run yet | (none) |"
+
+
+def test_per_pair_parts_main_rows_and_table7_main_cells():
+    retrieval = [{"retriever": "dense", "aspect": "path", "top_K": True, "before": False, "after": True}]
+    both = [{"retriever": r, "aspect": "path", "top_K": True, "before": True, "after": r == "dense"} for r in ("bm25", "dense")]
+    records = _cells(**{"metaqa2.fs_dense": [_rec("a", 1.0, retrieval=retrieval), _rec("b", 0.0, retrieval=retrieval)],
+                        "metaqa2.fs_both": [_rec("a", 1.0, retrieval=both)]})
+    tables = B.result_tables(records)
+    parts = B.sub_tables(tables["table2"], B.TABLE2_COLUMNS, B.TABLE2_CONFIGS)
+    assert list(parts) == [B.PAIRS[p][4] for p in B.PAIRS]  # one part per pair, in the report's order
+    one = parts[B.PAIRS["metaqa1"][4]]
+    assert list(one.columns) == list(B.TABLE2_COLUMNS) and len(one) == len(B.TABLE2_CONFIGS)
+    assert set(one["configuration"]) == {B.CONFIGS[c][2] for c in B.TABLE2_CONFIGS}
+    assert len(parts[B.PAIRS["gtech"][4]]) == len(B.TABLE2_CONFIGS) - 2  # IO and LangChain run on MetaQA only
+    assert one.iloc[0]["F1 [95% CI]"].startswith("75.0 [")
+    rounds = B.only_configs(tables["rounds"], ("fs_dense",))
+    assert [r[0] for r in rounds.rows] == [c.name for c in B.CELLS if c.name.endswith(".fs_dense")]
+    main = B.table7_main(tables["table7"])
+    assert {(r[0], r[1], r[2]) for r in main.rows} == {("metaqa1.fs_dense", "dense", "all aspects"),
+                                                        ("gtech.fs_dense", "dense", "all aspects"),
+                                                        ("metaqa2.fs_dense", "dense", "all aspects"),
+                                                        ("metaqa2.fs_both", "all retrievers", "all aspects")}
+    row = next(r for r in main.rows if r[0] == "metaqa2.fs_dense")
+    assert row[3:] == (2, "0.0", "100.0", "0.0")  # re-ranking brought the gold path back into the prompt
+    assert all(r in tables["table7"].rows for r in main.rows)  # the report's own rows
+
+
+def test_figures_are_titled_and_labelled():
+    records = _cells()
+    tables = B.result_tables(records)
+    fig = B.figure_table7(tables["table7"])
+    ax = fig.axes[0]
+    assert "Table 7" in ax.get_title() and len(ax.get_yticklabels()) == 2
+    assert "% of questions" in fig.axes[1].get_ylabel()
+    fig = B.figure_costs(tables["cost"])
+    ax = fig.axes[0]
+    assert "seconds per question" in ax.get_xlabel() and ax.get_title()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["paper, A.5 (GPT-4)", "metaqa1.fs_dense (n=4)",
+                                                           "gtech.fs_dense (n=4)"]
+    widths = [p.get_width() for p in ax.patches]
+    assert sum(widths) == pytest.approx(14.4 + 9.6 + 14.4 + 18.9 + 2 * (1.0 + 2.0 + 0.5 + 3.0 + 4.0))
+    fig = B.figure_ablations(records)
+    assert fig.axes[1].get_ylabel() == "F1 gained over round 0 (points)" and fig.axes[2].get_ylabel()
+
+
+def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way():
+    assert "not run yet" in B.summary_transfer(lambda cell: [])
+    f1s = (1.0, 0.0) * 10
+    zero = [_rec(f"q{i}", 1.0) for i in range(20)]
+    naive = [_rec(f"q{i}", 0.0) for i in range(20)]
+    records = _cells(f1s, **{"metaqa1.zs_dense": zero, "metaqa1.fs_naive": naive, "metaqa1.fs_both": zero,
+                             "gtech.fs_both": naive})
+    text = B.summary_transfer(records)
+    assert "F1 50.0/—/—/50.0 on MetaQA dev (our reported part)" in text and "naive FS-ICL baseline) F1 is 0.0/—/—/—" in text
+    assert "zero-shot is +50.0 [" in text and "where the paper has zero-shot below (68.4 vs 70.8)" in text
+    assert "helps on MetaQA 1-hop but costs points on GrailQA-Tech" in text
+    assert 3 <= text.count(". ") + 1 <= 5  # 3–5 sentences
+
+    def cell(name):
+        if name.endswith(".fs_dense_noegf"):
+            return [_rec(f"q{i}", 0.0) for i in range(5)]
+        if name.endswith(".fs_dense"):
+            return [_rec(f"q{i}", 1.0, ("empty", "ok") if i < 2 else ("ok",)) for i in range(5)]
+        return []
+    text = B.summary_ablations(cell)
+    assert "w/o EGF —/—/—/—" not in text and "w/o EGF -100.0/-100.0/-100.0/-100.0 (the paper: -4.2)" in text
+    assert "w/o re-ranking costs points (95% CI excluding 0) on no pair" in text
+    assert "w/o EGF costs points (95% CI excluding 0) on MetaQA 1-hop, MetaQA 2-hop, MetaQA 3-hop, GrailQA-Tech" in text
+    assert "on MetaQA 1-hop F1 goes 60.0 → 100.0 from round 0 to 4" in text and "0 of 2 on 1-hop" in text
+    assert "Table 7 (FuSIC(T) few-shot" in text and "MetaQA 1-hop 0.0 → 0.0" in text
+
+
+def _whole(qid, f1, statuses):
+    """A whole run record (a notebook's demo): the attempts in the trace's generate_and_execute stage."""
+    return {"qid": qid, "metrics": {"f1": f1}, "llm": {"calls": 3},
+            "trace": [{"name": "generate_and_execute", "output": [{"status": s, "answers": []} for s in statuses]}]}
+
+
+def test_feedback_readers_work_on_whole_and_stripped_records_alike():
+    whole = [_whole("a", 1.0, ("ok",)), _whole("b", 1.0, ("empty", "unanchored", "ok")), _whole("c", 0.0, ("empty",) * 5)]
+    stripped = [dict(w, attempts=[{"status": a["status"]} for a in w["trace"][0]["output"]], trace=[]) for w in whole]
+    assert B.f1_after_rounds(whole) == B.f1_after_rounds(stripped) == [1 / 3, 1 / 3, 2 / 3, 2 / 3, 2 / 3]
+    stats = B.feedback_stats(whole)
+    assert stats == B.feedback_stats(stripped) == {"feedback rounds/q": 2.0, "final query ok": 2 / 3}
+    io = [{"qid": "x", "metrics": {"f1": 1.0}, "trace": [{"name": "answer", "output": "A"}]}]
+    assert all(v != v for v in B.feedback_stats(io).values())  # NaN: no attempts to count
+    assert B.attempts_of(io[0]) == []
+
+
+def test_feedback_rescues_are_the_questions_a_failed_first_query_then_f1_1():
+    rescued = _rec("r", 1.0, ("empty", "ok"))
+    records = lambda cell: {"geo2cinema.fs_bm25": [rescued, _rec("s", 1.0), _rec("t", 0.0, ("empty", "ok"))],  # noqa: E731
+                            "cinema2geo.zs_both": [_rec("u", 1.0, ("parse_error", "unanchored", "ok"))]}.get(cell, [])
+    found = B.feedback_rescues(records)
+    assert [(x["cell"], x["qid"], x["attempts"]) for x in found] == [
+        ("geo2cinema.fs_bm25", "r", ["empty", "ok"]), ("cinema2geo.zs_both", "u", ["parse_error", "unanchored", "ok"])]
+    assert found[0]["task"] == "geo-wd>cinema-fb" and found[0]["LLM calls"] == 4

@@ -1,0 +1,322 @@
+"""Keqing's reports as data (the tables notebooks 31, 32 and 90 show are the reports' own tables), the
+summaries those notebooks print from the records, Keqing on GrailQA in the cross-paper overview, and the
+helpers moved out of notebooks 30, 32 and 33 — on synthetic stripped records in a temporary results folder."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from kgqa_lib.bench import core, overview
+from kgqa_lib.bench import keqing as K
+from kgqa_lib.bench import keqing_grailqa as G
+
+
+def _rec(qid: str, hit: float, *, chain_ok: bool = True, gold_in: int = 1, calls: int = 3, cands: int = 2,
+         grailqa: dict | None = None) -> dict:
+    r = {"qid": qid, "kind": "factoid", "metrics": {"hits@1": hit, "f1": hit}, "seconds": 5.0,
+         "prediction": ["x"] if hit else [], "error": None,
+         "llm": {"calls": calls, "prompt_tokens": 700, "completion_tokens": 100, "recorded_seconds": 4.0,
+                 "seconds": 4.0, "cache_hits": 0},
+         "diagnostics": {"decomposition": {"predicted_chain": ["r"], "gold_chain": ["r"], "chain_correct": chain_ok,
+                                           "seed_correct": True, "correct": chain_ok}},
+         "selection": {"n_gold": 1, "gold_in_candidates": gold_in, "gold_selected": int(hit), "n_candidates": cands,
+                       "candidates_listed": cands, "n_selected": 1},
+         "reasoning": [{"mode": "select", "n_candidates": cands, "calls": 1}],
+         "stages": {"calls": {"decompose": 1, "reasoning": 1, "respond": 1}},
+         "response_check": {"names_top1": bool(hit)}}
+    if grailqa is not None:
+        r["grailqa"] = grailqa
+    return r
+
+
+def _save(table: core.Table, cell: str, records: list[dict]) -> None:
+    table.records_dir.mkdir(parents=True, exist_ok=True)
+    with gzip.open(table.records_dir / f"{cell}.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """An empty results folder, and no gold-path ceiling computed from the KB (no data needed)."""
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(K, "compute_ceiling", lambda hops, qids: (float("nan"), 0))
+    return tmp_path
+
+
+def _metaqa(results, full_hits=(1.0, 0.9, 0.8), dec_hits=(1.0, 1.0, 1.0), n=200):
+    """keqing_full and keqing_metaqa: ``n`` questions per hop, the first ``hits * n`` right."""
+    for h, fh, dh in zip(K.HOPS, full_hits, dec_hits):
+        _save(K.TABLE_FULL, f"keqing_full_{h}hop",
+              [_rec(f"m{h}-{i}", float(i < fh * n), gold_in=int(i < fh * n)) for i in range(n)])
+        _save(K.TABLE, f"keqing_metaqa_{h}hop", [_rec(f"m{h}-{i}", float(i < dh * n)) for i in range(n)])
+
+
+def _md_in(t, text):
+    assert K._md(t) in text, t.name  # the report prints the table as it is, not a copy
+
+
+def _same_rows(t, df):
+    assert len(df) == len(t.rows) and list(df.columns) == list(t.columns[1:])
+    assert [str(i) for i in df.index] == [str(r[0]) for r in t.rows]
+
+
+def test_the_metaqa_reports_render_the_tables_the_notebooks_get(results):
+    _metaqa(results)
+    for name, report in (("keqing_metaqa", K.report), ("keqing_full", K.report_full)):
+        table = core.get_table(name)
+        tables = K.BUILDERS[name](core.Records(table))
+        text = report(core.Records(table))
+        frames = K.frames(name)
+        assert list(frames) == list(tables)
+        for t in tables.values():
+            _md_in(t, text)
+            _same_rows(t, frames[t.name])
+    four = K.frames("keqing_full")["four_stages"]
+    assert four.loc[3, "Hits@1 [95% CI]"].startswith("0.800 [") and four.loc[3, "gain [95% CI]"].startswith("-20.0 [")
+    assert list(K.frames("keqing_full")["disagreements"].loc[3, ["lost", "won"]]) == [40, 0]
+    # an empty cell is written `| |`, as the report always wrote it
+    assert "| 1 | 0 | (not run: keqing_metaqa_1hop.jsonl) | 0.984 | | | | | | | | |" in K.report(lambda c: [])
+
+
+def test_the_ablations_report_renders_its_tables_and_by_hop_indexes_them(results):
+    _metaqa(results)
+    abl = K.TABLE_ABLATIONS
+    for h in K.HOPS:
+        _save(abl, f"keqing_k2_{h}hop", [_rec(f"m{h}-{i}", float(i < 90)) for i in range(100)])
+    tables = K.ablation_tables(core.Records(abl))
+    text = K.report_ablations(core.Records(abl))
+    for t in tables.values():
+        _md_in(t, text)
+    frame = K.by_hop(K.frames("keqing_ablations")["ablations"])
+    assert frame.index.names == ["hops", "configuration"] and not any(str(c).startswith("**") for _, c in frame.index)
+    assert sorted(set(frame.index.get_level_values(0))) == [1, 2, 3]
+    assert frame.loc[(2, "K = 2"), "n"] == 100 and frame.loc[(2, "K = 4"), "Hits@1 [95% CI]"] == "not run yet"
+    assert frame.loc[(3, K.DEFAULT_LABEL), "n"] == 100  # keqing_full on the ablation's questions
+
+
+def test_summary_reads_the_records_and_says_where_selection_goes_the_other_way(results):
+    assert "not run yet" in K.summary()  # nothing saved
+    _metaqa(results, full_hits=(1.0, 0.9, 0.8))
+    text = K.summary()
+    assert "score Hits@1 100.0 / 90.0 / 80.0" in text and "+1.6 / -9.9 / -19.6 points from the paper" in text
+    assert "+0.0 [+0.0, +0.0] / -10.0 [" in text and "the other way from the paper" in text
+    assert "(40 of the 40 3-hop questions it loses: an earlier selection dropped the path)" in text
+    assert "GrailQA dev has not run yet" in text
+    # the same records, the selection as good as decomposition alone: no reversal claimed
+    _metaqa(results, full_hits=(1.0, 1.0, 1.0))
+    assert "other way" not in K.summary()
+
+
+def _grailqa(results, n=200):
+    """keqing_grailqa's linked cell: a quarter i.i.d. (wrong), the rest zero-shot; covered chains right."""
+    recs = []
+    for i in range(n):
+        iid = i < n // 4
+        g = {"level": "i.i.d." if iid else "zero-shot", "chain": True, "hops": 1, "covered": not iid,
+             "decomposition": {"chain_correct": not iid, "seed_correct": True, "correct": not iid},
+             "gold_chain": {"hits@1": 1.0, "f1": 1.0}, "topics": {"chain_topic_linked": True}}
+        recs.append(_rec(f"g{i}", 0.0 if iid else 1.0, grailqa=g))
+    _save(G.TABLE, G.LINKED, recs)
+    return recs
+
+
+def test_grailqa_report_renders_its_tables_and_the_summary_names_the_gap(results):
+    _grailqa(results)
+    tables = G.result_tables(core.Records(G.TABLE))
+    text = G.report(core.Records(G.TABLE))
+    assert list(tables)[:5] == ["settings", "linked", "linked_levels", "linked_decomposition", "linked_cost"]
+    assert "oracle" in tables and "oracle_levels" not in tables  # a cell without records: its first table only
+    for t in tables.values():
+        _md_in(t, text)
+    frames = G.frames()
+    _same_rows(tables["linked"], frames["linked"])
+    assert frames["settings"].loc["linked (default)", "F1 [95% CI]"].startswith("0.750 [")
+    text = K.summary()
+    assert "F1 75.0 against the paper's 77.8, and 0.0 on i.i.d. questions against 85.6" in text
+    assert "score Hits@1 100.0, the others 0.0, and 0 of the 50 i.i.d. chain questions are covered" in text
+
+
+def test_overview_shows_keqing_on_grailqa_per_level_and_metaqa_as_dev(results):
+    _grailqa(results)
+    ov = overview.overview()
+    kq = ov[ov["paper"] == "Keqing"]
+    assert set(kq[kq["metric"] == "Hits@1"]["set"]) == {f"MetaQA dev (our reported part), {h}-hop" for h in K.HOPS}
+    grail = kq[kq["metric"] == "F1"]
+    assert all(overview.FRAGMENT in s for s in grail["set"])
+    linked = grail[(grail["cell"] == G.LINKED) & grail["set"].str.startswith("GrailQA dev (")].iloc[0]
+    assert linked["status"] == "complete" and linked["value"] == pytest.approx(75.0) and linked["paper value"] == 77.8
+    levels = grail[grail["set"].str.startswith("GrailQA dev, ")].set_index("set")
+    assert len(levels) == 2  # the levels the records hold
+    iid = levels.loc[f"GrailQA dev, i.i.d. ({overview.FRAGMENT})"]
+    assert iid["value"] == 0.0 and iid["n"] == iid["planned"] == 50 and iid["paper value"] == 85.6
+    assert "Table 6, column IID" in iid["paper source"]
+    assert grail[grail["cell"] == G.DENSE].iloc[0]["status"] == "not run"
+    # not complete: no level rows, the cell reads partial
+    _save(G.TABLE, G.LINKED, [_rec("g0", 1.0, grailqa={"level": "i.i.d."})])
+    rows = pd.DataFrame(overview.grailqa_rows())
+    assert len(rows) == 3 and rows.iloc[0]["status"] == "partial 1/200"
+
+
+def test_paper_tables_cost_summary_and_the_files(results, tmp_path):
+    _metaqa(results)
+    _grailqa(results)
+    ov = overview.overview()
+    tables = overview.paper_tables(overview.main_rows(ov))
+    by = {t.name: t for t in tables}
+    assert "Keqing Hits@1" in by and "Keqing F1" in by and overview.FRAGMENT in by["Keqing F1"].title
+    t2 = by["Keqing Hits@1"].frame()
+    assert "on MetaQA dev (our reported part)" in by["Keqing Hits@1"].title  # the sets' shared part
+    assert list(t2.columns) == [*(f"{h}-hop" for h in K.HOPS), *(f"paper: {h}-hop" for h in K.HOPS)]
+    assert t2.loc["Keqing, four stages", "paper: 2-hop"] == "99.9"
+    assert t2.loc["Keqing, four stages", "3-hop"].startswith("80.0 [")
+    assert t2.loc["Think-on-Graph", "1-hop"] == "not run"
+    assert list(by["Keqing F1"].frame().columns)[:2] == ["GrailQA dev", "GrailQA dev, i.i.d."]
+    assert overview.short_set(f"GrailQA dev ({overview.FRAGMENT})") == "GrailQA dev"
+    cost = overview.cost_table(ov).frame()
+    four = cost[cost["method"] == "Keqing, four stages"].iloc[0]
+    assert four["cells"] == 3 and four["questions"] == 600 and four["calls/q"] == "3.00"
+    text = overview.summary(ov)
+    assert "Keqing: the four stages are -19.6 to +1.6 points from" in text and "F1 75.0 against the paper's 77.8" in text
+    md, csv = overview.write_compare_all(ov, tmp_path / "tables")
+    written = md.read_text(encoding="utf-8")
+    headline = written.split("## Headline results")[1].split("\n## ")[0]
+    assert [line for line in headline.splitlines() if "GrailQA dev" in line]
+    sets = [line.split(" | ")[1] for line in headline.splitlines() if line.startswith("| Keqing |")]
+    assert all(overview.FRAGMENT in s for s in sets if "GrailQA" in s)
+    assert by["Keqing F1"].markdown() in written and pd.read_csv(csv).shape[0] == len(ov)
+
+
+def test_status_lines_count_the_tables_own_cells(results):
+    _grailqa(results)
+    [line] = overview.status_lines(["keqing_grailqa"])
+    assert line.startswith("keqing_grailqa: 1/3 cells complete, 200/600 questions")
+    assert "`kgqa bench run keqing_grailqa`" in line
+
+
+def test_ablation_points_and_summary(results):
+    _metaqa(results, full_hits=(1.0, 1.0, 0.45))  # 3-hop: 90 of the ablation's 100 questions right
+    abl = K.TABLE_ABLATIONS
+    assert "No Keqing ablation cell" in K.ablations_summary()
+    qids = [f"m3-{i}" for i in range(100)]  # the ablation's questions: a subset of keqing_full's
+    _save(abl, "keqing_k2_3hop", [_rec(q, float(i < 90), cands=4) for i, q in enumerate(qids)])
+    _save(abl, "keqing_chain_3hop", [_rec(q, float(i < 95), calls=2) for i, q in enumerate(qids)])
+    pts = K.ablation_points().set_index(["hops", "configuration"])
+    assert list(pts.index) == [(3, K.DEFAULT_LABEL), (3, "K = 2"), (3, K.CHAIN_LABEL)]
+    assert pts.loc[(3, "K = 2"), "gain"] == pytest.approx(0.0) and pts.loc[(3, "K = 2"), "candidates / sub-q"] == 4
+    chain = pts.loc[(3, K.CHAIN_LABEL)]
+    assert chain["gain"] == pytest.approx(5.0) and chain["gain_low"] > 0 and chain["calls/q"] == 2
+    text = K.ablations_summary()
+    assert "K = 2 change Hits@1 by +0.0 to +0.0 points from K = 1 (every paired 95% CI includes 0)" in text
+    assert "Fig. 6 goes the other way from the paper" in text and "+5.0 points against sub-questions on 3-hop" in text
+    assert "21 of the table's 23 cells have not run yet" in text
+
+
+# ---------------------------------------------------------------- helpers moved out of notebooks
+def test_lora_outcomes_accuracy_and_summary():
+    from kgqa_lib.evaluate import keqing_lora as L
+
+    assert L.outcome("a / ^b", ("a", "^b")) == "right"
+    assert L.outcome("a", ("a", "b")) == "too few hops" and L.outcome("a / b / c", ("a", "b")) == "too many hops"
+    assert L.outcome("a / b", ("a", "^b")) == "a hop reversed" and L.outcome("a / c", ("a", "b")) == "another relation"
+    assert L.outcome("", ("a",), parse="fallback") == "unparseable"
+    qs = [SimpleNamespace(qid=f"q{h}", metadata={"hops": h}) for h in (1, 2, 3)]
+    gold = {"q1": "a", "q2": "a / b", "q3": "a / b / c"}
+    wrote = {"ICL, 1.5B": gold, "ICL, 0.5B": gold, "zero-shot, 0.5B": {"q1": "a", "q2": "a", "q3": "a"},
+             "LoRA, 0.5B": {"q1": "a", "q2": "a / ^b", "q3": "a / b"}}
+    runs = pd.DataFrame([(d, q.qid, q.metadata["hops"], chains[q.qid] == gold[q.qid], "", chains[q.qid], "…")
+                         for d, chains in wrote.items() for q in qs],
+                        columns=["decomposer", "qid", "hops", "correct", "parse", "predicted chain", "output"])
+    import kgqa_lib.methods.keqing as M
+
+    orig = M.gold_chain
+    M.gold_chain = lambda q: tuple(gold[q.qid].split(" / "))
+    try:
+        acc = L.accuracy(runs)
+        assert list(acc.index) == list(L.DECOMPOSERS) and acc.loc["LoRA, 0.5B", "all"] == pytest.approx(1 / 3)
+        table = L.outcome_table(runs, qs)
+        assert table.loc[("LoRA, 0.5B", "multi-hop"), "a hop reversed"] == 1
+        assert table.loc[("zero-shot, 0.5B", "multi-hop"), "too few hops"] == 2
+        training = SimpleNamespace(examples=28, steps=16, seconds=550.0)
+        text = L.summary(runs, qs, training, 4)
+    finally:
+        M.gold_chain = orig
+    assert "gets 1 of 1 one-hop and 0 of 2 multi-hop" in text and "32,927 examples" in text
+    assert "no better than none at all here, the other way from the paper" in text
+    assert "a hop reversed 1, too few hops 1" in text and "the untuned 0.5B gets 2 of 2" in text
+
+
+def test_the_mini_world_sweep_reads_the_traces():
+    from kgqa_lib.evaluate import keqing_ablation as A
+
+    def rec(qid, hit, chains, calls):
+        steps = [{"match": {"chains": [list(c) if isinstance(c, tuple) else [c] for c in cs]}, "reasoning": {"calls": n}}
+                 for cs, n in zip(chains, calls)]
+        return {"qid": qid, "metrics": {"hits@1": hit}, "llm": {"calls": 1 + sum(calls)},
+                "trace": [{"name": "execute_plan", "output": [steps, None]}]}
+
+    import kgqa_lib.methods.keqing as M
+
+    qs = {"a": SimpleNamespace(qid="a"), "b": SimpleNamespace(qid="b")}
+    orig = M.gold_chain
+    M.gold_chain = lambda q: ("r1", "r2")
+    try:
+        k1 = [rec("a", 1.0, [["r1"], ["r2"]], [1, 0]), rec("b", 0.0, [["r1"], ["r3"]], [1, 1])]
+        k2 = [rec("a", 1.0, [["r1", "x"], ["r2", "y"]], [1, 1]), rec("b", 1.0, [["r1", "x"], ["r3", "r2"]], [1, 1])]
+        chain = [rec("a", 1.0, [[("r1", "r2")]], [1]), rec("b", 0.0, [[("r1", "r3")]], [0])]
+        none = [{"qid": "a", "metrics": {"hits@1": 1.0}, "llm": {"calls": 2}, "trace": []}]
+        t = A.sweep_table({"K = 1": k1, "K = 2": k2, "chain": chain, "no steps": none}, qs)
+    finally:
+        M.gold_chain = orig
+    assert t.loc["K = 1", "gold chain among candidates"] == 0.5 and t.loc["K = 2", "gold chain among candidates"] == 1.0
+    assert t.loc["K = 1", "candidate chains / sub-question"] == 1.0 and t.loc["K = 2", "candidate chains / sub-question"] == 2.0
+    assert t.loc["chain", "gold chain among candidates"] == 0.5 and t.loc["chain", "candidate chains / sub-question"] == 1.0
+    assert t.loc["K = 1", "selection calls/q"] == 1.5 and math.isnan(t.loc["no steps", "selection calls/q"])
+    assert math.isnan(t.loc["no steps", "gold chain among candidates"])
+    assert t.loc["K = 2", "Hits@1"] == 1.0 and t.loc["no steps", "calls/q"] == 2.0
+
+
+def test_call_recorder_keeps_every_call_and_show_prints_whole_tables(capsys):
+    from kgqa_lib.bench.result_table import table
+    from kgqa_lib.notebooks import CallRecorder, show
+
+    class Echo:
+        model_id = "echo"
+
+        def chat(self, messages, **kwargs):
+            return SimpleNamespace(text=messages[-1]["content"].upper())
+
+    llm = CallRecorder(Echo())
+    assert llm.chat([{"role": "user", "content": "Question: a"}]).text == "QUESTION: A"
+    llm.chat([{"role": "user", "content": "Question: b"}])
+    assert llm.model_id == "echo" and len(llm.calls) == 2
+    assert llm.find("Question: b")[1].text == "QUESTION: B" and llm.find("Question: c") is None
+    show(table("t", "A long table", ["k", "v"], [[f"row {i}", i] for i in range(80)]))
+    out = capsys.readouterr().out
+    assert out.startswith("A long table") and "row 79" in out and "..." not in out
+
+
+def test_figure_helpers_dodge_and_group():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kgqa_lib.viz import dodged_errorbars, grouped_ci_bars
+
+    fig, (a, b) = plt.subplots(1, 2)
+    dodged_errorbars(a, {"1-hop": ([1, 2, 4], [0, 0, 1], [0, 0, 0], [0, 0, 3]),
+                         "2-hop": ([1, 2, 4], [0, 0, 1], [0, 0, 0], [0, 0, 3])}, log2=True)
+    xs = [c.lines[0].get_xdata() for c in a.containers]
+    assert all(x0 != x1 for x0, x1 in zip(*xs))  # the same values drawn side by side, not on top of each other
+    assert [t.get_text() for t in a.get_xticklabels()] == ["1", "2", "4"]
+    grouped_ci_bars(b, ["1-hop", "2-hop"], {"sub-questions": [(90, 80, 95), (91, 85, 96)],
+                                             "chain": [None, (93, 88, 97)]}, notes=["+0.0", "+2.0"])
+    assert len(b.patches) == 3 and [t.get_text() for t in b.texts] == ["+0.0", "+2.0"]
+    assert b.get_legend_handles_labels()[1] == ["sub-questions", "chain"]
+    plt.close(fig)
