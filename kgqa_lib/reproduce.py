@@ -90,6 +90,64 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
                           f"{tot['cache_hits']} | {tot['live_calls']} | {tot['tokens']} | |\n")
 
 
+def literal(value: str) -> Any:
+    """A notebook parameter's value: a Python literal, else the string itself."""
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value
+
+
+def grid_item(text: str) -> tuple[str, list[str]]:
+    """``--grid KEY=V1,V2`` → (KEY, [V1, V2]) (an argparse type)."""
+    import argparse
+
+    key, sep, values = text.partition("=")
+    items = [v.strip() for v in values.split(",")]
+    if not sep or not key.strip() or not any(items):
+        raise argparse.ArgumentTypeError(f"expects KEY=V1,V2,… (e.g. --grid N_QUESTIONS=4,50), got {text!r}")
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"has an empty value in {text!r}: write KEY=V1,V2 without empty items")
+    return key.strip(), items
+
+
+def parse_set(items: list) -> dict[str, Any]:
+    """Notebook parameters (``kgqa reproduce --set``): values are Python literals, else strings."""
+    from .evaluate.spec import key_value
+
+    return {key: literal(value) for key, value in (i if isinstance(i, tuple) else key_value(i) for i in items or [])}
+
+
+def parse_grid(items: list) -> dict[str, list]:
+    """``--grid N_PER_SET=4,50`` → {"N_PER_SET": [4, 50]} (values parsed like --set)."""
+    grid: dict[str, list] = {}
+    for item in items or []:
+        key, values = item if isinstance(item, tuple) else grid_item(item)
+        if key in grid:
+            raise UsageError(f"--grid {key} is given twice: list all its values once, --grid {key}=V1,V2,V3")
+        grid[key] = [literal(v) for v in values]
+    return grid
+
+
+def add_arguments(p: Any) -> Any:
+    """The arguments of ``kgqa reproduce`` (shared by the CLI and :func:`kgqa_lib.distributed.run_grid`)."""
+    from .evaluate.spec import int_at_least, key_value
+
+    p.add_argument("--only", nargs="*", help="substrings of notebook names")
+    p.add_argument("--set", action="append", default=[], type=key_value, metavar="KEY=VALUE", help="notebook parameter")
+    p.add_argument("--grid", action="append", default=[], type=grid_item, metavar="KEY=V1,V2",
+                   help="sweep a notebook parameter: one run per value combination, each in its own folder")
+    p.add_argument("--llm", default=None, help="LLM for every notebook (local | local:qwen2.5-0.5b | openai:MODEL)")
+    p.add_argument("--llm-mode", default=None, choices=["auto", "replay", "live"])
+    p.add_argument("--out", default=None, help="folder for executed notebooks (default: in place for the "
+                   "defaults, results/reproduce/<params>/ otherwise)")
+    p.add_argument("--resume", action="store_true", help="skip notebooks that already ran with the same parameters")
+    p.add_argument("--list", action="store_true", help="print the grid's combinations with their index (0-based) and exit")
+    p.add_argument("--index", type=int_at_least(0), default=None, metavar="K",
+                   help="run only combination K of the grid (see --list; e.g. $SLURM_ARRAY_TASK_ID)")
+    return p
+
+
 def grid_combinations(grid: dict[str, list] | None) -> list[dict[str, Any]]:
     """Every combination of the grid's values, in a fixed order (the first key varies slowest):
     the indices of ``kgqa reproduce --list`` / ``--index``."""

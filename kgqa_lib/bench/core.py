@@ -94,7 +94,11 @@ def with_llm(args: tuple[str, ...], llm: str | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Cell:
-    """One ``kgqa run`` of a table: its records are ``<name>.jsonl`` (live) / ``<name>.jsonl.gz`` (saved)."""
+    """One run of a table: its records are ``<name>.jsonl`` (live) / ``<name>.jsonl.gz`` (saved). Its run is
+    declared as ``kgqa run`` arguments (``args``); :meth:`spec` is that run as a value, without a model
+    until the table is run with one (``kgqa bench run TABLE --llm MODEL``). Every registered cell's spec is
+    built when its table registers (:func:`register`): a cell that does not parse, or whose settings do
+    not coerce, is an error at import."""
 
     name: str
     method: str
@@ -104,11 +108,23 @@ class Cell:
     optional: str = ""  # why the cell is not needed for the table's acceptance ("" = needed): listed and estimated apart
     config: str = ""  # the configuration it runs, shared by the cells that run it on other datasets ("" = its own)
 
-    def argv(self, out: str | Path, llm: str | None = None, workers: int | None = None) -> list[str]:
-        """The ``kgqa run`` arguments of this cell, writing to ``out``, with another model (``llm``,
+    def run_args(self, llm: str | None = None, workers: int | None = None) -> list[str]:
+        """The cell's ``kgqa run`` arguments as declared, without a run file, with another model (``llm``,
         :func:`with_llm`) and concurrent questions (``workers``) when given."""
         return ["--method", self.method, "--dataset", self.dataset, *with_llm(self.args, llm),
-                *(["--workers", str(workers)] if workers and workers > 1 else []), "--out", str(out)]
+                *(["--workers", str(workers)] if workers and workers > 1 else [])]
+
+    def argv(self, out: str | Path, llm: str | None = None, workers: int | None = None) -> list[str]:
+        """The ``kgqa run`` arguments of this cell, writing to ``out`` (:meth:`run_args`)."""
+        return [*self.run_args(llm, workers), "--out", str(out)]
+
+    def spec(self, llm: str | None = None, workers: int | None = None):
+        """The cell's run as a :class:`~kgqa_lib.evaluate.spec.RunSpec`, run with the model ``llm`` (None: the
+        one its arguments name, the default model) and ``workers`` questions at once; a model of the same
+        kind keeps the cell's engine options (:func:`swap_llm`)."""
+        from ..evaluate.spec import RunSpec
+
+        return RunSpec.from_argv(self.run_args(llm, workers))
 
     def command(self, llm: str | None = None, workers: int | None = None, out: str | None = None) -> str:
         """The command as a shell reads it (``fusic:a>b`` quoted)."""
@@ -201,8 +217,29 @@ def live_dir(runs: Path | None = None, model: str | None = None) -> Path:
 TABLES: dict[str, Table] = {}
 
 
+def check_cells(table: Table) -> None:
+    """Every cell's declared arguments are a run (:meth:`Cell.spec`): they parse as ``kgqa run`` parses
+    them, name the cell's method and dataset, and leave the run file and output options to the table;
+    their settings coerce to the method's types, and the method's own check of the run passes. A cell
+    that fails is a ValueError naming the table and the cell."""
+    from ..evaluate.spec import RunOptions, parse_run_argv
+
+    for c in table.cells:
+        try:
+            spec, options = parse_run_argv(c.run_args())
+            if options != RunOptions():
+                raise ValueError("its arguments name the run file or output options (--out, --overwrite, --quiet), "
+                                 "which are the table's")
+            if (spec.method, spec.dataset) != (c.method, c.dataset):
+                raise ValueError(f"its arguments name {spec.method} on {spec.dataset}, the cell {c.method} on "
+                                 f"{c.dataset}")
+        except (UserError, ValueError) as exc:
+            raise ValueError(f"benchmark table {table.name}, cell {c.name}: {exc}") from None
+
+
 def register(table: Table) -> Table:
-    """Add a table to the registry (its name and report output must be new)."""
+    """Add a table to the registry (its name and report output must be new, its cells runs: :func:`check_cells`)."""
+    check_cells(table)
     old = TABLES.get(table.name)
     if old is not None and old.report.__module__ != table.report.__module__:  # (a module reloaded may re-register)
         raise ValueError(f"benchmark table {table.name!r} is registered twice")
@@ -705,8 +742,9 @@ def _run_cells(table: Table, base: Path, model: str | None, queue: list[Cell], a
         while queue and len(active) < max(1, procs) and not failed:
             c = queue.pop(0)
             out = runs / f"{c.name}.jsonl"
-            argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *c.argv(out, llm, workers)]
-            echo(f"$ {c.command(llm, workers, str(out) if model else None)}")
+            spec = c.spec(llm, workers)
+            argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *spec.to_argv(out)]
+            echo(f"$ {spec.command(str(out) if model else f'results/runs/{c.name}.jsonl')}")
             proc = subprocess.Popen(argv, env=env)
             active[c.name] = [c, proc, out, _count_lines(out)]
         if not active:

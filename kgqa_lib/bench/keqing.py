@@ -377,7 +377,7 @@ def _bound_lines(t: ResultTable) -> list[str]:
 
 
 def _goal_lines(t: ResultTable) -> list[str]:
-    return ["", "## The goal: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question", "",
+    return ["", "## Target: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question", "",
             "`calls/q`: what the current code spends on these questions (the recorded calls less the single-candidate "
             "selection calls it no longer makes, which cannot change the answer). `within 2 points` counts a gap of "
             "exactly 2.0 as within.", "", *_md(t).splitlines()]
@@ -586,8 +586,8 @@ def report_ablations(records: Records) -> str:
              "fact of each seed instead of templates and chains, one reasoning call per seed whose facts hold several "
              "relations, and no response (its chain column reads `—`: it matches no template).", "",
              _md(t["ablations"]),
-             "", "## The goal on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
-             "", "The issue's goal for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
+             "", "## Target on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+             "", "The target for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
              "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above (what the "
              "current code makes). A gap of exactly 2.0 counts as within.", "", _md(t["goal"])]
     return "\n".join(lines + _parts_lines(t["parts"])) + "\n"

@@ -274,3 +274,30 @@ def format_table(df, digits: int = 3) -> str:
             cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def print_report(paths: Iterable[str | Path], metrics: Iterable[str] | None = None, out: str | Path | None = None):
+    """``kgqa report``: the table of ``paths`` (:func:`report`) on stdout, a note on stderr per run whose
+    duplicates were ignored and per merged sharded run (:func:`shard_note`); with ``out``, the Markdown
+    there and a CSV beside it. Returns the frame."""
+    import sys
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DuplicateRecordsWarning)  # said once below, as a note
+        df = report(paths, metrics)
+    for run_name, n in df.attrs.get("duplicates", {}).items():
+        if run_name in df.attrs.get("shards", {}):
+            continue  # said with the shards below
+        print(f"note: {run_name}: {n} duplicate record(s) of the same question ignored (the last one counts); "
+              "two runs wrote this file", file=sys.stderr)
+    for run_name, info in df.attrs.get("shards", {}).items():
+        print(f"note: {shard_note(run_name, info)}", file=sys.stderr)
+    table = format_table(df)
+    print(table)
+    if out:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(table + "\n", encoding="utf-8")
+        df.drop(columns=[c for c in df.columns if c.endswith("_ci")]).to_csv(out.with_suffix(".csv"), index=False)
+    return df

@@ -111,6 +111,13 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def run_config(method: str, dataset: str, model_id: str, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The configuration a run's records carry (and hash, :func:`config_hash`): method, dataset name,
+    model id, seed, the settings given and the hashes of the method's prompt files."""
+    return {"method": method, "dataset": dataset, "model_id": model_id, "seed": seed, "settings": settings,
+            "prompts": {p: load_prompt(p).sha for p in getattr(get_method(method), "prompts", ())}}
+
+
 def default_run_path(method: str, dataset: str, model_id: str, tag: str = "") -> Path:
     safe = lambda s: "".join(c if c.isalnum() or c in "-_." else "-" for c in s)  # noqa: E731
     model = safe(model_id)  # an endpoint's id holds its URL (openai:m@http://host:8000/v1 → openai-m-http---host-8000-v1)
@@ -458,12 +465,8 @@ def run(method: str, dataset: Dataset, ctx: Context, out: str | Path | None = No
     if ctx.kg is not None and not isinstance(ctx.kg, Metered):
         ctx.kg = Metered(ctx.kg)
     config = dict(config or {})
-    config.setdefault("method", method)
-    config.setdefault("dataset", dataset.name)
-    config.setdefault("model_id", ctx.llm.model_id)
-    config.setdefault("seed", ctx.seed)
-    config.setdefault("settings", ctx.settings)
-    config.setdefault("prompts", {p: load_prompt(p).sha for p in getattr(get_method(method), "prompts", ())})
+    for key, value in run_config(method, dataset.name, ctx.llm.model_id, ctx.seed, ctx.settings).items():
+        config.setdefault(key, value)
     chash = config_hash(config)
     out = Path(out) if out else default_run_path(method, dataset.name, ctx.llm.model_id)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -371,7 +371,7 @@ class LLMCache:
             self._append(key, row[0], row[1], response)
         return True
 
-    def merge(self, sources: Iterable[str | Path]) -> dict[str, int]:
+    def merge(self, sources: "Iterable[str | Path] | MergeSources") -> dict[str, int]:
         """Merge other caches into this one: ``sources`` are SQLite cache files (a shard's
         ``llm_cache.sqlite``, read only, never changed) or transcript files (``*.jsonl``).
         Every response missing here is added to this SQLite cache; the entries a source was to
@@ -389,54 +389,12 @@ class LLMCache:
         appended to a transcript are valid entries, read again on the next open)."""
         if self.transcripts is None:
             raise UsageError("kgqa cache merge needs a transcripts folder (data/llm_cache/) to merge into")
-        return self._guarded(self._merge, [Path(p) for p in sources])
+        checked = sources if isinstance(sources, MergeSources) else read_merge_sources(sources, own=self.path)
+        return self._guarded(self._merge, checked)
 
-    def _merge(self, sources: list[Path]) -> dict[str, int]:
-        rows: dict[str, tuple] = {}  # key → responses row (first source wins: the same key is the same request)
-        wanted: list[str] = []
-        rejected = 0
-        for src in sources:
-            if src.suffix == ".jsonl":
-                for e in _transcript_entries(src):
-                    good = _merge_row(e)
-                    if good is None:
-                        rejected += 1
-                        continue
-                    rows.setdefault(good[0], good)
-                    wanted.append(good[0])
-                continue
-            if src.resolve() == self.path.resolve():
-                continue  # its pending entries are read below
-            try:
-                con = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
-            except sqlite3.Error as exc:
-                raise SetupError(f"cannot open the cache {src} ({exc}): give an llm_cache.sqlite or a .jsonl transcript") from None
-            try:
-                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if "responses" not in names:
-                    raise SetupError(f"{src} is not an LLM cache (no responses table): give an llm_cache.sqlite "
-                                     "or a .jsonl transcript")
-                columns = {r[1] for r in con.execute("PRAGMA table_info(responses)")}
-                lacking = [c for c in _MERGE_COLUMNS if c not in columns]
-                if lacking:
-                    raise SetupError(f"{src} is not an LLM cache of this project (its responses table has no "
-                                     f"{', '.join(lacking)}): nothing was merged")
-                check = con.execute("PRAGMA quick_check").fetchone()
-                if not check or check[0] != "ok":
-                    raise SetupError(f"{src} is damaged (SQLite quick_check: {check[0] if check else 'no answer'}): "
-                                     "nothing was merged; merge the shard's transcripts or re-run the shard instead")
-                for row in con.execute(f"SELECT {', '.join(_MERGE_COLUMNS)} FROM responses"):
-                    good = _merge_row(row)
-                    if good is None:
-                        rejected += 1
-                        continue
-                    rows.setdefault(good[0], good)
-                if "pending" in names:
-                    wanted += [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
-            except sqlite3.DatabaseError as exc:
-                raise SetupError(f"cannot read the cache {src} ({exc}); is it a kgqa llm_cache.sqlite?") from None
-            finally:
-                con.close()
+    def _merge(self, checked: "MergeSources") -> dict[str, int]:
+        rows, wanted, rejected = checked.rows, checked.wanted, checked.rejected
+        sources = checked.sources
         con = self._conn()
         with self._lock:
             if self.transcripts.is_dir():
@@ -490,6 +448,82 @@ class LLMCache:
         }
 
 
+@dataclass
+class MergeSources:
+    """What :meth:`LLMCache.merge` takes from its sources (:func:`read_merge_sources`): the responses rows
+    (by key), the keys to transcribe, how many entries were left out."""
+
+    sources: list[Path]
+    rows: dict[str, tuple]
+    wanted: list[str]
+    rejected: int
+
+
+def read_merge_sources(sources: Iterable[str | Path], own: Path | None = None) -> MergeSources:
+    """Read and check every source of a merge before anything is written (``kgqa cache merge`` calls it
+    before it opens the cache it merges into): an SQLite source must have the cache's columns and pass
+    SQLite's ``quick_check``; a source with entries none of which can be trusted (not keyed by their
+    request, fields missing, not JSON or not UTF-8) is not a cache either. Each is a
+    :class:`~kgqa_lib.errors.SetupError` naming the file. ``own``: the cache merged into (skipped as a
+    source: its pending entries are read by the merge itself)."""
+    sources = [Path(p) for p in sources]
+    rows: dict[str, tuple] = {}  # key → responses row (first source wins: the same key is the same request)
+    wanted: list[str] = []
+    rejected = 0
+    for src in sources:
+        good_here = bad_here = 0
+        if src.suffix == ".jsonl":
+            for e in _transcript_entries(src):
+                good = None if e is None else _merge_row(e)
+                if good is None:
+                    bad_here += 1
+                    continue
+                good_here += 1
+                rows.setdefault(good[0], good)
+                wanted.append(good[0])
+        elif own is not None and src.resolve() == Path(own).resolve():
+            continue  # its pending entries are read by the merge
+        else:
+            try:
+                con = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
+            except sqlite3.Error as exc:
+                raise SetupError(f"cannot open the cache {src} ({exc}): give an llm_cache.sqlite or a .jsonl "
+                                 "transcript") from None
+            try:
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if "responses" not in names:
+                    raise SetupError(f"{src} is not an LLM cache (no responses table): give an llm_cache.sqlite "
+                                     "or a .jsonl transcript")
+                columns = {r[1] for r in con.execute("PRAGMA table_info(responses)")}
+                lacking = [c for c in _MERGE_COLUMNS if c not in columns]
+                if lacking:
+                    raise SetupError(f"{src} is not an LLM cache of this project (its responses table has no "
+                                     f"{', '.join(lacking)}): nothing was merged")
+                check = con.execute("PRAGMA quick_check").fetchone()
+                if not check or check[0] != "ok":
+                    raise SetupError(f"{src} is damaged (SQLite quick_check: {check[0] if check else 'no answer'}): "
+                                     "nothing was merged; merge the shard's transcripts or re-run the shard instead")
+                for row in con.execute(f"SELECT {', '.join(_MERGE_COLUMNS)} FROM responses"):
+                    good = _merge_row(row)
+                    if good is None:
+                        bad_here += 1
+                        continue
+                    good_here += 1
+                    rows.setdefault(good[0], good)
+                if "pending" in names:
+                    wanted += [r[0] for r in con.execute("SELECT key FROM pending ORDER BY rowid")]
+            except sqlite3.DatabaseError as exc:
+                raise SetupError(f"cannot read the cache {src} ({exc}); is it a kgqa llm_cache.sqlite?") from None
+            finally:
+                con.close()
+        if bad_here and not good_here:
+            raise SetupError(f"{src} holds no entry that can be trusted ({bad_here} not keyed by their request, with "
+                             "fields missing, or not JSON): nothing was merged; give an llm_cache.sqlite or a .jsonl "
+                             "transcript")
+        rejected += bad_here
+    return MergeSources(sources, rows, wanted, rejected)
+
+
 #: The columns of a cache's ``responses`` table, in order: what :meth:`LLMCache.merge` reads of a source.
 _MERGE_COLUMNS = ("key", "model_id", "request", "text", "prompt_tokens", "completion_tokens", "finish_reason", "seconds")
 
@@ -519,21 +553,24 @@ def _merge_row(row: Sequence[Any]) -> tuple | None:
             float(seconds or 0.0))
 
 
-def _transcript_entries(path: Path) -> Iterator[tuple]:
-    """The valid entries of a transcript file as ``responses`` rows (edited or truncated lines skipped;
-    bytes that are not UTF-8 make their line not parse)."""
+def _transcript_entries(path: Path) -> Iterator[tuple | None]:
+    """The entries of a transcript file as ``responses`` rows, None for a line that is not a valid entry
+    (edited, truncated; bytes that are not UTF-8 make their line not parse); blank lines skipped."""
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
+            if not line.strip():
+                continue
             try:
                 e = json.loads(line)
                 resp = e["response"]
                 canonical = json.dumps(e["request"], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
                 if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != e["key"]:
+                    yield None
                     continue
                 yield (e["key"], e["request"]["model"], canonical, resp["text"], resp["prompt_tokens"],
                        resp["completion_tokens"], resp.get("finish_reason", ""), resp.get("seconds", 0.0))
             except (ValueError, KeyError, TypeError, AttributeError):
-                continue
+                yield None
 
 
 def _inode(path: Path) -> int | None:
@@ -1581,8 +1618,8 @@ def check_llm(name: str | None = None, mode: str | None = None, *, base_url: str
 
         check_name(model, mode)
     else:
-        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>', 'server', 'server:<model>', "
-                         "'openai:<model>' or 'openai:<model>@http://host:port/v1'")
+        raise UsageError(f"Unknown LLM {name!r}: use 'local', 'local:<model>', 'openai:<model>' or "
+                         "'openai:<model>@http://host:port/v1', or 'server[:<model>]' (a managed llama-server)")
 
 
 def split_endpoint(model: str) -> tuple[str, str | None]:
@@ -1599,10 +1636,15 @@ def llm_model_id(name: str | None = None, *, base_url: str | None = None) -> str
     check_llm(name, "replay", base_url=base_url)
     base, _ = split_llm_name(name)
     kind, _, model = base.partition(":")
-    if kind in ("local", "server"):  # a managed server runs the same weights: the same id
+    if kind in ("local", "server"):
         from . import models
 
-        return models.get_spec(model or "default").model_id
+        model_id = models.get_spec(model or "default").model_id
+        if kind == "server":  # the same weights under another engine: their own answers and records
+            from .server import served_id
+
+            return served_id(model_id)
+        return model_id
     model, url = split_endpoint(model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini")
     return openai_model_id(model, url or base_url or os.environ.get("KGQA_LLM_BASE_URL"))
 
@@ -1618,8 +1660,8 @@ def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCach
     """Build an :class:`LLM` from a short name.
 
     * ``"local"`` (default) / ``"local:qwen2.5-coder-1.5b"`` / ``"local:qwen2.5-0.5b"`` — embedded model;
-    * ``"server"`` / ``"server:qwen2.5-0.5b?slots=2"`` — the embedded model (same model id) served by a
-      llama-server this process starts and stops (:mod:`kgqa_lib.llm.server`);
+    * ``"server"`` / ``"server:qwen2.5-0.5b?slots=2"`` — the embedded model served by a llama-server this
+      process starts and stops (:mod:`kgqa_lib.llm.server`); its id is the model's with ``@llama-server``;
     * ``"openai:MODEL"`` (or ``"openai"`` with ``$KGQA_LLM_MODEL``) — an OpenAI-compatible endpoint at
       ``base_url`` / ``$KGQA_LLM_BASE_URL`` (OpenAI itself when unset). Its model id names the
       endpoint (:func:`openai_model_id`: ``openai:MODEL@http://127.0.0.1:8000/v1``; plain
@@ -1645,7 +1687,7 @@ def make_llm(name: str | None = None, mode: str | None = None, *, cache: LLMCach
         options = {_LOCAL_ARGS[k]: v for k, v in options.items()}
         backend = LocalBackend(model or "default", **{**options, **backend_kwargs})
         return LLM(backend, backend.model_id, cache, mode, max_reply_chars=max_reply_chars)
-    if kind == "server":  # the embedded model's id, served by a managed llama-server (kgqa_lib.llm.server)
+    if kind == "server":  # the embedded model behind a managed llama-server (kgqa_lib.llm.server)
         from .server import ServerBackend
 
         if timeout is not None:

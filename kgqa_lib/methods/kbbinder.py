@@ -189,6 +189,22 @@ def exemplars_from(questions: Sequence[Question], kg_of, kg_name: str, profile) 
 _POOLS: dict[tuple, list[Exemplar]] = {}
 
 
+def own_pool(kg_name: str) -> str:
+    """The question set whose s-expressions are the exemplars on ``kg_name`` without a transfer task:
+    ``tiny``, or Keqing's pool of ``metaqa``, the GrailQA fragment or ``miniworld`` (either schema). Any
+    other KG has none: a :class:`~kgqa_lib.errors.UsageError`."""
+    from .keqing import GRAILQA_KG
+
+    if kg_name in ("tiny", "metaqa", GRAILQA_KG):
+        return kg_name
+    if kg_name.startswith("miniworld"):
+        return "miniworld"
+    from ..errors import UsageError
+
+    raise UsageError(f"kbbinder has no exemplar pool for KG {kg_name!r}: use metaqa, {GRAILQA_KG}, miniworld or tiny, "
+                     "or name a FuSIC transfer task with --set task=SOURCE>TARGET")
+
+
 def exemplar_pool(kg, kg_name: str, task: str = "", shots: int = 0, seed: int = 0) -> list[Exemplar]:
     """The exemplars the drafts imitate: a transfer task's (source questions for ``shots=0``, else
     its first ``shots`` target shots), or the KG's own pool (MetaQA: the Keqing pool split of dev;
@@ -206,15 +222,9 @@ def exemplar_pool(kg, kg_name: str, task: str = "", shots: int = 0, seed: int = 
         pool = exemplars_from(qs, dom.kg_for, dom.kg_name, dom.profile)
     else:
         from ..data.datasets import load_dataset
-        from .keqing import GRAILQA_KG, pool_for
+        from .keqing import pool_for
 
-        if kg_name == "tiny":
-            qs = load_dataset("tiny:films").questions
-        elif kg_name in ("metaqa", GRAILQA_KG) or kg_name.startswith("miniworld"):
-            qs = pool_for(kg_name if kg_name in ("metaqa", GRAILQA_KG) else "miniworld")
-        else:
-            raise ValueError(f"kbbinder has no exemplar pool for KG {kg_name!r}: use metaqa, {GRAILQA_KG}, miniworld "
-                             "or tiny, or name a FuSIC transfer task with --set task=SOURCE>TARGET")
+        qs = load_dataset("tiny:films").questions if own_pool(kg_name) == "tiny" else pool_for(own_pool(kg_name))
         pool = exemplars_from(qs, lambda q: kg, kg_name, _profile(kg_name))
     _POOLS[key] = pool
     return pool
@@ -606,7 +616,18 @@ def error_of(outcomes: Sequence[Outcome]) -> str | None:
     return failed.most_common(1)[0][0] if failed else "no_answer"
 
 
-@register_method("kbbinder", prompts=("kbbinder_draft",), settings=KBBinderSettings)
+def check_run(dataset: str, settings: Any) -> None:
+    """A given transfer task is the dataset's (``fusic:TASK:…``); without one, the KG has a pool."""
+    from .fusic import check_task
+
+    s = KBBinderSettings.of(settings)
+    check_task(dataset, s.task, "kbbinder")
+    if not s.task:
+        own_pool(_kg_name(s))
+
+
+@register_method("kbbinder", prompts=("kbbinder_draft",), settings=KBBinderSettings, needs=("kg", "embedder"),
+                 check=check_run)
 def kbbinder(q: Question, ctx: Context) -> MethodResult:
     """KB-BINDER(-R) with self-consistency. Settings (``--set``): ``task`` (a FuSIC transfer task; ''
     = the KG's own pool), ``shots`` (0 = zero-shot), ``exemplars`` (10), ``retrieve`` (BM25

@@ -62,11 +62,12 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
 from ..data.datasets import Dataset, DatasetError, Question, load_dataset, register, split_dev_test
+from ..errors import UsageError
 from ..embed.embedder import cosine_topk
 from ..llm.parse import clean_text
 from ..paths import data_dir
@@ -222,11 +223,26 @@ def keqing_dataset(source: str = "miniworld", part: str | None = None) -> Datase
 register("keqing", lambda source="miniworld", part=None: keqing_dataset(source, part))
 
 
+def pool_kg(kg_name: str) -> str:
+    """The KG whose training pool serves ``kg_name``: ``metaqa``, the GrailQA fragment, or ``miniworld``
+    for the mini-world in either schema. Any other KG has no pool (Keqing's exemplars and templates
+    come from one): a :class:`~kgqa_lib.errors.UsageError` naming the KGs that have one."""
+    if kg_name in ("metaqa", GRAILQA_KG):
+        return kg_name
+    if kg_name == "miniworld" or kg_name.startswith("miniworld:"):
+        return "miniworld"
+    raise UsageError(f"Keqing has no question pool for the KG {kg_name!r} (its exemplars and templates come from "
+                     f"one): run it on metaqa, {GRAILQA_KG} or the mini-world (miniworld, miniworld:freebase, or an "
+                     "endpoint with #profile=miniworld:wikidata|miniworld:freebase)")
+
+
 def pool_for(kg_name: str) -> list[Question]:
-    """The training pool of a KG's questions: exemplars and templates come from here only."""
-    if kg_name == "metaqa":
+    """The training pool of a KG's questions: exemplars and templates come from here only
+    (:func:`pool_kg`; a KG without a pool is an error, not the mini-world's pool)."""
+    kg = pool_kg(kg_name)
+    if kg == "metaqa":
         return [q for h in (1, 2, 3) for q in _metaqa_split(h)[0]]
-    if kg_name == GRAILQA_KG:
+    if kg == GRAILQA_KG:
         return list(_grailqa_split()[0])
     return list(_miniworld_split()[0])
 
@@ -1303,8 +1319,9 @@ def settings_of(ctx: Context) -> dict[str, Any]:
     return asdict(KeqingSettings.of(ctx))
 
 
-def _kg_name(ctx: Context) -> str:
-    """The schema the template bank is built for; a SPARQL endpoint names it by its profile."""
+def _kg_name(ctx: Context | Mapping[str, Any]) -> str:
+    """The schema the template bank is built for (from a context or its settings); a SPARQL endpoint
+    names it by its profile."""
     name = KeqingSettings.of(ctx).kg or "miniworld"
     if name.startswith("sparql+"):
         from ..kg.remote import parse_kg_url
@@ -1313,8 +1330,14 @@ def _kg_name(ctx: Context) -> str:
     return {"miniworld:wikidata": "miniworld"}.get(name, name)
 
 
+def check_run(dataset: str, settings: Mapping[str, Any]) -> None:
+    """The run's KG has a question pool (:func:`pool_kg`), checked before any question is asked."""
+    pool_kg(_kg_name(settings))
+
+
 @register_method("keqing", prompts=("keqing_decompose", "keqing_reason", "keqing_respond", "keqing_chain",
-                                    "keqing_select", "keqing_select_text"), settings=KeqingSettings)
+                                    "keqing_select", "keqing_select_text"), settings=KeqingSettings,
+                 needs=("kg", "embedder"), check=check_run)
 def keqing(q: Question, ctx: Context) -> MethodResult:
     """Keqing. Settings (``--set``): ``K`` (templates per sub-question, 1), ``exemplars`` (4),
     ``select`` (embedding | fixed), ``mode`` (decompose | chain: Fig. 6's ablation),

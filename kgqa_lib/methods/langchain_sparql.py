@@ -229,7 +229,19 @@ def answers_of(run: ChainRun, kg: Any) -> list[str]:
     return out
 
 
-@register_method("langchain_sparql", settings=LangChainSettings)
+def check_run(dataset: str, settings: Any) -> None:
+    """A KG to ask: a given transfer task (the dataset's, for a ``fusic:TASK:…`` one) or one named with ``--kg``."""
+    from ..errors import UsageError
+    from .fusic import check_task
+
+    s = LangChainSettings.of(settings)
+    check_task(dataset, s.task, "langchain_sparql")
+    if not s.task and not s.kg:
+        raise UsageError("langchain_sparql needs a KG: name one with --kg (e.g. --kg miniworld) or a FuSIC transfer "
+                         "task with --set task=SOURCE>TARGET")
+
+
+@register_method("langchain_sparql", settings=LangChainSettings, uses=("kg",), check=check_run)
 def langchain_sparql(q: Question, ctx: Context) -> MethodResult:
     """LangChain's GraphSparqlQAChain with its default prompts (see the module). Settings: ``task``
     (a FuSIC transfer task whose target KG to use), ``max_tokens``, ``max_rows``, ``timeout``."""

@@ -626,7 +626,7 @@ def _require_kg(ctx: Context, method: str) -> None:
 
 
 @register_method("pgakv", prompts=("pgakv_pseudo", "pgakv_verify", "pgakv_answer", "pgakv_answer_open"),
-                 settings=PGAKVSettings)
+                 settings=PGAKVSettings, needs=("kg", "embedder"))
 def pgakv(q: Question, ctx: Context) -> MethodResult:
     """The full method. Settings: ``verify`` (default True; False = the pseudo-graph-only ablation,
     answering from ``G_g`` ∪ ``G_p``), ``top_k`` (10), ``threshold`` (0.7), ``k_subjects`` (None:
@@ -722,7 +722,7 @@ def match_question(question: Question, ctx: Context, top_n: int = 10) -> Retriev
     return Retrieval([kg.label(s) for s in seeds], len(cands), hits)
 
 
-@register_method("qsm", prompts=("pgakv_answer", "pgakv_answer_open"), settings=QSMSettings)
+@register_method("qsm", prompts=("pgakv_answer", "pgakv_answer_open"), settings=QSMSettings, needs=("kg", "embedder"))
 def qsm(q: Question, ctx: Context) -> MethodResult:
     """Question semantic matching: the question's top-10 KG triples, then the same answer prompt."""
     _require_kg(ctx, "qsm")

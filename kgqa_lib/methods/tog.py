@@ -33,9 +33,9 @@ Bounds, named: ``max_relations`` relations per relation-pruning prompt, ``max_en
 candidates per entity-scoring prompt (and per ToG-R hop; more are sampled with a fixed seed),
 ``max_triples`` triples per judge/answer prompt, :data:`MAX_NEIGHBOURHOOD` KG triples read around
 one entity. LLM calls are counted per question by kind (``calls`` in the trace's ``summary``;
-the runner records the total, tokens and seconds). ToG's published cost — the issue quotes ~11.6
-LLM calls and ~7k tokens per WebQSP question — is NOT in ``/work/shared/papers`` and could not be
-found in the stored copies of ToG's paper and code either: treat it as unverified.
+the runner records the total, tokens and seconds). A published cost for ToG of ~11.6
+LLM calls and ~7k tokens per WebQSP question is sometimes quoted; it is not in the papers of this
+project and could not be found in ToG's paper and code either: treat it as unverified.
 
 LLM output is data: unparseable scores or judgements are counted in error categories
 (``relations_unmatched``, ``relations_no_scores``, ``entity_scores_malformed``,
@@ -626,7 +626,7 @@ def _calls(search: Search) -> Counter:
 
 
 @register_method("tog", prompts=("tog_relations", "tog_entities", "tog_judge", "tog_answer", "tog_answer_open",
-                                  "cot", "cot_open"), settings=ToGSettings)
+                                  "cot", "cot_open"), settings=ToGSettings, needs=("kg",))
 def tog(q: Question, ctx: Context) -> MethodResult:
     """Think-on-Graph. Settings (``--set``): ``width`` (3), ``depth`` (3), ``variant`` (tog | tog-r:
     relation-only), ``fallback`` (own_knowledge: ToG's answer without paths when the search did

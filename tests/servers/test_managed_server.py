@@ -72,12 +72,14 @@ def _port_free(port: int) -> bool:
 
 
 # ---------------------------------------------------------------- names (no server needed)
-def test_server_names_resolve_to_the_embedded_models_id_and_folder():
+def test_server_names_are_the_embedded_models_under_their_own_id_and_folder():
+    """The same weights under another engine: their own cached answers and records, so a table run both
+    ways is compared question by question (the report's Models section)."""
     from kgqa_lib.bench.core import model_key
 
-    assert llm_model_id("server") == llm_model_id("local") == "qwen2.5-coder-1.5b-instruct-q4_k_m"
-    assert llm_model_id(f"server:{MODEL}?slots=2&ctx=1024") == "qwen2.5-0.5b-instruct-q4"
-    assert model_key("server:qwen2.5-coder-1.5b?slots=2") == model_key("local")
+    assert llm_model_id("server") == llm_model_id("local") + "@llama-server" == "qwen2.5-coder-1.5b-instruct-q4_k_m@llama-server"
+    assert llm_model_id(f"server:{MODEL}?slots=2&ctx=1024") == "qwen2.5-0.5b-instruct-q4@llama-server"
+    assert model_key("server:qwen2.5-coder-1.5b?slots=2") == model_key("server") != model_key("local")
     for bad, said in (("server:nope", "Unknown model"), ("server?slots=0", "slots"), ("server?fast=1", "unknown option"),
                       ("server?numerics=fast", "numerics")):
         with pytest.raises(UsageError, match=said):
@@ -92,7 +94,7 @@ def test_a_missing_binary_names_the_make_target_and_replay_needs_none(tmp_path, 
         check_llm("server", "live")
     check_llm("server", "replay")  # recorded answers need no server
     llm = make_llm("server", "replay", cache=LLMCache(tmp_path / "c.sqlite", transcripts=None))
-    assert llm.backend is None and llm.model_id == "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    assert llm.backend is None and llm.model_id == "qwen2.5-coder-1.5b-instruct-q4_k_m@llama-server"
 
 
 def test_the_command_gives_each_slot_its_context_and_the_in_process_numerics():
@@ -112,7 +114,7 @@ def test_the_server_answers_concurrent_requests_and_is_stopped_by_its_pid(tmp_pa
     name = f"server:{MODEL}?slots=2&ctx=1024&threads=2"
     cache = LLMCache(tmp_path / "llm_cache.sqlite", transcripts=None)  # a probe: nothing recorded
     llm = make_llm(name, "live", cache=cache)
-    assert llm.model_id == "qwen2.5-0.5b-instruct-q4"
+    assert llm.model_id == "qwen2.5-0.5b-instruct-q4@llama-server"
     assert "llama-server" in llm.engine and "2 slot(s)" in llm.engine
     prompts = ["What is 2 + 2? Reply with the number only.", "Name the capital of France in one word.",
                "Say hello.", "Continue the count: 1, 2, 3,"]
@@ -165,7 +167,7 @@ CHILD = textwrap.dedent("""
     t = threading.Thread(target=s.start)  # started from a thread that ends right after
     t.start()
     t.join()
-    print(s.pid, s.port, flush=True)
+    print(s.pid, s.port, s.log_path, flush=True)
     sys.stdin.readline()  # then exit normally (the test writes a line), or be killed
 """)
 
@@ -175,11 +177,12 @@ def test_the_server_ends_with_the_process_that_started_it(end):
     _need_server()
     child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    pid = None
+    pid = log = None
     try:
         line = child.stdout.readline()
         assert line, f"the child printed nothing (exit code {child.wait(30)})"
-        pid, port = map(int, line.split())
+        pid, port, log = line.split()
+        pid, port = int(pid), int(port)
         time.sleep(1.0)
         assert not _gone(pid), "the server died with the thread that started it"
         if end == "exit":
@@ -200,3 +203,5 @@ def test_the_server_ends_with_the_process_that_started_it(end):
             child.wait()
         if pid is not None and not _gone(pid):
             os.kill(pid, signal.SIGKILL)  # the server this test's child started
+        if log:
+            Path(log).unlink(missing_ok=True)  # (a killed parent cannot remove its server's log)

@@ -101,6 +101,82 @@ LC = ["run", "--method", "langchain_sparql", "--dataset", "miniworld:simple", "-
       "--llm-mode", "replay", "--quiet", "--out", "{tmp}/results/lc.jsonl"]
 
 
+def _caches(tmp, monkeypatch=None):
+    """What ``kgqa cache merge`` may be given by mistake: a text file, SQLite files that are not this
+    project's cache or hold entries that cannot be trusted, a real cache and a copy of it cut in half,
+    and a text file of the user's where the merged cache should go."""
+    import sqlite3
+
+    from kgqa_lib.llm.chat import ChatRequest, LLMCache
+
+    _inputs(tmp)
+    cols = ("key TEXT PRIMARY KEY, model_id TEXT, request TEXT, text TEXT, prompt_tokens INTEGER, "
+            "completion_tokens INTEGER, finish_reason TEXT, seconds REAL")
+    for name, *sql in (
+            ("foreign.sqlite", "CREATE TABLE things (a TEXT)", "INSERT INTO things VALUES ('x')"),
+            ("wrongcols.sqlite", "CREATE TABLE responses (a TEXT, b TEXT)", "INSERT INTO responses VALUES ('x', 'y')"),
+            ("badrequest.sqlite", f"CREATE TABLE responses ({cols})", "CREATE TABLE pending (key TEXT PRIMARY KEY)",
+             "INSERT INTO responses VALUES ('k1', 'm', 'not json', 't', 1, 1, 'stop', 0.1)",
+             "INSERT INTO pending VALUES ('k1')"),
+            ("nullmodel.sqlite", f"CREATE TABLE responses ({cols})", "CREATE TABLE pending (key TEXT PRIMARY KEY)",
+             "INSERT INTO responses VALUES ('k2', NULL, '{}', NULL, NULL, NULL, NULL, NULL)",
+             "INSERT INTO pending VALUES ('k2')")):
+        con = sqlite3.connect(tmp / name)
+        for statement in sql:
+            con.execute(statement)
+        con.commit()
+        con.close()
+    cache = LLMCache(tmp / "good.sqlite", transcripts=None)
+    for i in range(40):
+        cache.put(ChatRequest("openai:m", (("user", f"question {i} " + "x" * 2000),)),
+                  {"text": "y" * 2000, "prompt_tokens": 1, "completion_tokens": 1})
+    cache._conn().close()  # (the last connection: its pages are checkpointed into the file)
+    data = (tmp / "good.sqlite").read_bytes()
+    (tmp / "half.db").write_bytes(data[: len(data) // 2])  # (not named .sqlite: the tree check reads those)
+    (tmp / "mynotes.txt").write_text("my notes, not a cache\n")
+
+
+_HELD = []  # run locks held by a setup (released after the test)
+
+
+@pytest.fixture(autouse=True)
+def _release_held_locks():
+    yield
+    while _HELD:
+        _HELD.pop().release()
+
+
+def _written_by_another_run(tmp, monkeypatch):
+    """Another ``kgqa run`` is writing out/run.jsonl (it made the cache); link.jsonl is a symlink to it."""
+    from kgqa_lib.evaluate import runner
+
+    _earlier_run(tmp, monkeypatch)
+    (tmp / "link.jsonl").symlink_to(tmp / "out" / "run.jsonl")
+    _HELD.append(runner._RunLock(tmp / "out" / "run.jsonl").acquire())
+
+
+def _truncated_measurement(tmp, monkeypatch):
+    """A measurement's JSON cut short, as a kill during its write would leave it."""
+    from kgqa_lib.paths import repo_root
+
+    (tmp / "results" / "bench").mkdir(parents=True)
+    (tmp / "results" / "bench" / "embed.json").write_bytes((repo_root() / "results" / "bench" / "embed.json").read_bytes()[:300])
+
+
+def _kg(url):
+    return ["run", "--method", "qsm", "--dataset", "tiny:films", "--kg", url, "--llm-mode", "replay", "--quiet", "--out",
+            "{tmp}/results/x.jsonl"]
+
+
+def _merge(*sources, into="{tmp}/mc/a.sqlite", transcripts="{tmp}/mc/tr"):
+    return ["cache", "merge", *sources, "--into", into, "--transcripts", transcripts]
+
+
+#: ``python -m kgqa_lib.distributed`` (the Dask driver), not ``kgqa``
+DIST = "-m kgqa_lib.distributed"
+DIST_RUN = [DIST, "run", "--out", "{tmp}/results/d.jsonl"]
+
+
 # (id, argv (``{tmp}`` is the test's folder), setup, what the message must say)
 CASES = [
     ("garbage-jsonl", ["run", "--method", "io", "--dataset", "{tmp}/garbage.jsonl", "--llm-mode", "replay"], _garbage,
@@ -245,6 +321,46 @@ CASES = [
      "pgakv_t2 has no cell '../../x'"),
     ("bench-check-unknown-table", ["bench", "report", "--check", "nosuch"], None, "unknown benchmark table 'nosuch'"),
     ("bench-measurement-cells", ["bench", "run", "embed", "--cells", "x"], None, "embed is a measurement table"),
+    # KG URLs: checked before any question is asked
+    ("kg-bad-scheme", _kg("sparql+htp:/x#profile=tiny"), None, "needs an http(s) endpoint with a host"),
+    ("kg-timeout-not-a-number", _kg("sparql+http://127.0.0.1:9/q#profile=tiny&timeout=abc"), None, "timeout='abc'"),
+    ("kg-workers-zero", _kg("sparql+http://127.0.0.1:9/q#profile=tiny&workers=0"), None,
+     "workers='0' in 'sparql+http://127.0.0.1:9/q#profile=tiny&workers=0' expects a whole number ≥ 1"),
+    ("kg-negative-fanout-and-timeout", _kg("sparql+http://127.0.0.1:9/q#profile=tiny&fanout=-1&timeout=-5"), None,
+     "expects"),
+    ("kg-workers-negative", _kg("sparql+http://127.0.0.1:9/q#profile=tiny&workers=-1"), None, "workers='-1'"),
+    ("kg-bad-ipv6", _kg("sparql+http://[::1/x#profile=tiny"), None, "is not a URL (Invalid IPv6 URL)"),
+    # cache merge
+    ("merge-a-text-file", _merge("{tmp}/text.txt"), _caches, "text.txt (file is not a database)"),
+    ("merge-a-foreign-sqlite", _merge("{tmp}/foreign.sqlite"), _caches, "foreign.sqlite is not an LLM cache"),
+    ("merge-wrong-columns", _merge("{tmp}/wrongcols.sqlite"), _caches, "wrongcols.sqlite is not an LLM cache of this project"),
+    ("merge-request-not-json", _merge("{tmp}/badrequest.sqlite"), _caches,
+     "badrequest.sqlite holds no entry that can be trusted"),
+    ("merge-null-fields", _merge("{tmp}/nullmodel.sqlite"), _caches, "nullmodel.sqlite holds no entry that can be trusted"),
+    ("merge-a-binary-jsonl", _merge("{tmp}/bin.jsonl"), _caches, "bin.jsonl holds no entry that can be trusted"),
+    ("merge-a-folder", _merge("{tmp}/adir"), _caches, "no cache file"),
+    ("merge-into-a-folder", _merge("{tmp}/foreign.sqlite", into="{tmp}/adir"), _caches, "is a folder"),
+    ("merge-transcripts-a-file", _merge("{tmp}/good.sqlite", transcripts="{tmp}/text.txt"), _caches,
+     "text.txt' is not a folder"),
+    ("merge-a-truncated-cache", _merge("{tmp}/half.db"), _caches, "half.db (database disk image is malformed)"),
+    ("merge-into-a-text-file", ["cache", "merge", "--into", "{tmp}/mynotes.txt", "--transcripts", "{tmp}/mc/tr"], _caches,
+     "mynotes.txt' is not an SQLite file"),
+    # the Dask driver
+    ("distributed-zero-shards", [*DIST_RUN, "--shards", "0", "--", "--method", "io", "--dataset", "tiny:films"], None,
+     "shards must be ≥ 1, got 0"),
+    ("distributed-zero-workers", [*DIST_RUN, "--shards", "2", "--workers", "0", "--", "--method", "io", "--dataset",
+                                  "tiny:films", "--llm", "openai:fake"], None, "workers must be ≥ 1, got 0"),
+    ("distributed-per-shard-without-root", [*DIST_RUN, "--shards", "2", "--cache", "per-shard", "--", "--method", "io",
+                                            "--dataset", "tiny:films"], None, "needs cache_root"),
+    ("distributed-without-kgqa-arguments", [*DIST_RUN, "--shards", "2"], None, "no kgqa run arguments"),
+    # parameters no notebook declares
+    ("reproduce-set-undeclared", ["reproduce", "--only", "00_quick", "--set", "NOSUCHPARAM=1", "--out", "{tmp}/rp"], None,
+     "no selected notebook declares NOSUCHPARAM"),
+    ("reproduce-grid-typo", ["reproduce", "--only", "00_quick", "--grid", "N_QUESTINS=4,50", "--out", "{tmp}/rp"], None,
+     "no selected notebook declares N_QUESTINS"),
+    # a run file written by another run, reached through a symlink
+    ("run-out-a-symlink-to-a-running-run", [*RUN, "--limit", "1", "--out", "{tmp}/link.jsonl"], _written_by_another_run,
+     "is being written by another run"),
 ]
 
 
@@ -272,6 +388,27 @@ def _transcripts():
     return {p.name: p.stat().st_size for p in (data_dir() / "llm_cache").glob("*.jsonl")}
 
 
+def _main(argv):
+    """``kgqa ARGV`` (or ``python -m kgqa_lib.distributed ARGV[1:]``) in this process; a command still
+    running after 120 s fails the test (a hang) instead of holding the suite."""
+    import signal
+
+    def hang(signum, frame):
+        raise AssertionError(f"{' '.join(argv)} still running after 120 s")
+
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(120)
+    try:
+        if argv[:1] == [DIST]:
+            from kgqa_lib import distributed
+
+            return distributed.main(argv[1:])
+        return cli.main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 @pytest.mark.parametrize("name,argv,setup,says", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, argv, setup, says, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -286,7 +423,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, argv, setup, says
     before, transcripts = _tree(tmp_path), _transcripts()
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
 
-    code = cli.main(argv)
+    code = _main(argv)
 
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -411,6 +548,86 @@ def test_a_full_disk_under_the_run_file_is_one_line_exit_3_and_loses_no_answer(t
 
 def test_the_table_has_the_twenty_kinds_of_the_issue():
     assert len(CASES) >= 20 and len({c[0] for c in CASES}) == len(CASES)
+
+
+def test_a_truncated_measurement_json_is_one_line_and_breaks_no_other_table(tmp_path, monkeypatch, capsys):
+    """The one measurement's commands name the file and the fix in one line (``bench report`` and
+    its ``--check`` exit 1, as for any report that does not regenerate); the listing of every other
+    table goes on (exit 0)."""
+    _env(tmp_path, monkeypatch)
+    _truncated_measurement(tmp_path, monkeypatch)
+    before = _tree(tmp_path)
+    for argv, expected in ((["bench", "report", "--check", "embed"], 1), (["bench", "report", "embed"], 1),
+                           (["bench", "list", "embed"], 0), (["bench", "list"], 0)):
+        code = cli.main(argv)
+        out, err = capsys.readouterr()
+        said = [line for line in (out + err).splitlines() if "error:" in line]
+        assert code == expected, (argv, code, out, err)
+        assert "Traceback" not in out + err and len(said) == 1, (argv, said)
+        assert "embed.json is not a valid JSON file" in said[0] and "kgqa bench run embed" in said[0], said
+    assert "\npgakv_t2: " in "\n" + out and "\nhostile_queries: " in out  # the other tables still listed
+    assert _tree(tmp_path) == before
+
+
+#: The inputs the 2026-11-28 reliability probe tried (its table 2.2, B1–B102 less its 9 controls, and 5 of
+#: its section 2.1) → the case here that tries each again: an id of CASES (exit 2), of OUTAGES (exit 3), or
+#: a test of its own.
+BAD_INPUTS = {
+    "B1": "unknown-method", "B2": "metaqa-unknown-hops", "B3": "unknown-dataset", "B4": "miniworld-unknown-part",
+    "B5": "dataset-extra-part", "B6": "missing-jsonl", "B7": "empty-jsonl", "B8": "binary-jsonl",
+    "B9": "limit-negative", "B10": "sample-negative", "B11": "workers-zero", "B12": "kg-closed-port",
+    "B13": "kg-bad-scheme", "B14": "unknown-set-key", "B15": "cache-dir-is-a-file", "B16": "no-api-key",
+    "B17": "report-missing-file", "B18": "report-a-dataset-file", "B19": "notebooks-check-missing",
+    "B20": "reproduce-only-nomatch", "B21": "grid-without-values", "B22": "run-out-under-a-file",
+    "B23": "shard-out-of-range", "B24": "shard-negative", "B25": "shard-of-zero", "B26": "shard-without-slash",
+    "B27": "shard-not-numbers", "B29": "shard-float-count", "B30": "bench-list-unknown-table",
+    "B31": "bench-run-unknown-cell", "B32": "bench-run-two-tables-one-unknown", "B33": "bench-report-traversal-name",
+    "B34": "bench-run-traversal-cell", "B35": "merge-a-text-file", "B36": "merge-a-foreign-sqlite",
+    "B37": "merge-wrong-columns", "B38": "merge-request-not-json", "B39": "merge-null-fields",
+    "B40": "merge-a-binary-jsonl", "B41": "merge-a-folder", "B42": "merge-into-a-folder",
+    "B43": "cache-stats-with-a-file", "B44": "report-binary-file", "B45": "report-not-gzip",
+    "B46": "report-unknown-metric", "B47": "report-out-under-a-file", "B48": "run-out-a-folder",
+    "B49": "dataset-qid-a-list", "B50": "dataset-qid-an-object", "B51": "dataset-answers-not-strings",
+    "B52": "dataset-unknown-kind", "B53": "dataset-topic-entities-a-string", "B54": "dataset-with-bom",
+    "B55": "kg-timeout-not-a-number", "B56": "kg-workers-zero", "B57": "kg-negative-fanout-and-timeout",
+    "B58": "llm-rate-zero", "B59": "llm-unknown-option", "B60": "sqlite-journal-unknown",
+    "B62": "reproduce-index-out-of-range", "B63": "reproduce-index-negative", "B64": "workshop-out-a-file",
+    "B65": "model-verify-traversal-name", "B66": "slices-build-not-sparql", "B67": "set-max-tokens-negative",
+    "B68": "set-samples-zero", "B69": "set-threshold-nan", "B70": "distributed-zero-shards",
+    "B71": "distributed-zero-workers", "B72": "distributed-per-shard-without-root", "B74": "seed-not-a-number",
+    "B76": "replay-miss", "B79": "reproduce-set-undeclared", "B81": "kg-workers-negative", "B82": "kg-bad-ipv6",
+    "B84": "llm-rate-infinite", "B86": "merge-transcripts-a-file", "B87": "bench-check-unknown-table",
+    "B88": "fusic-unknown-task", "B89": "metaqa-unknown-split", "B90": "data-dir-is-a-file",
+    "B91": "report-run-missing-fields", "B92": "notebooks-check-a-jsonl", "B93": "dataset-is-a-folder",
+    "B95": "distributed-without-kgqa-arguments", "B96": "shard-into-another-config",
+    "B98": "bench-measurement-cells", "B100": "replay-miss-default-url", "B101": "set-timeout-infinite",
+    "B102": "set-max-rows-negative",
+    "P-R9": "reproduce-grid-typo", "P-C3": "merge-a-truncated-cache", "P-C4": "merge-into-a-text-file",
+    "P-R4": "run-out-a-symlink-to-a-running-run",
+    "P-BJ": "test_a_truncated_measurement_json_is_one_line_and_breaks_no_other_table",
+}
+#: Inputs of that probe accepted by design, and why.
+ACCEPTED = {
+    "B75": "`kgqa doctor` is a checklist: it prints every check and exits 1 naming the ones to fix, an unusable "
+           "--kg among them",
+    "B77": "`kg` is a setting every method records; a method that asks no KG (io) only carries the value as a "
+           "label and opens nothing",
+    "B83": "`openai:` with no model name is the endpoint's default model ($KGQA_LLM_MODEL, else gpt-4o-mini)",
+}
+#: The probe's controls (inputs that should work): not bad inputs.
+CONTROLS = {"B28", "B61", "B73", "B78", "B80", "B85", "B94", "B97", "B99"}
+
+
+def test_every_bad_input_of_the_probe_is_tried_or_accepted_by_design():
+    tried = set(BAD_INPUTS) | set(ACCEPTED)
+    expected = {f"B{i}" for i in range(1, 103)} - CONTROLS | {"P-R9", "P-C3", "P-C4", "P-R4", "P-BJ"}
+    assert not set(BAD_INPUTS) & set(ACCEPTED)
+    assert tried == expected and len(tried) == 98, sorted(tried ^ expected)
+    assert set(ACCEPTED) == {"B75", "B77", "B83"} and all(ACCEPTED.values())
+    ids = {c[0] for c in CASES} | {c[0] for c in OUTAGES}
+    unknown = {k: v for k, v in BAD_INPUTS.items() if v not in ids and not callable(globals().get(v))}
+    assert not unknown, unknown
+    assert len(set(BAD_INPUTS.values())) == len(BAD_INPUTS), "two inputs name one case"
 
 
 def test_a_local_base_url_needs_no_key_openai_s_own_does(monkeypatch):

@@ -129,3 +129,29 @@ def test_an_upward_import_is_flagged(source, module, expected):
 ])
 def test_a_downward_or_same_layer_import_passes(source, module):
     assert violations(source, module) == []
+
+
+def _app_cycles() -> list[list[str]]:
+    """Import circles among the top-level modules of ``kgqa_lib`` (the CLI, the drivers, the app modules):
+    each a list of modules that import each other, directly or through others of them."""
+    top = {m: p for m, p in library_modules() if m.count(".") == 1}
+    graph = {m: {t for _, t in imports(p.read_text(encoding="utf-8"), m) if t in top and t != m} for m, p in top.items()}
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for t in graph[todo.pop()] - seen:
+                seen.add(t)
+                todo.append(t)
+        return seen
+
+    reached = {m: reach(m) for m in graph}
+    return sorted({tuple(sorted({m, *[t for t in reached[m] if m in reached[t]]})) for m in graph
+                   if m in reached[m]})
+
+
+def test_the_app_modules_import_no_circle():
+    """e.g. the CLI starts sharded runs (``distributed``), so ``distributed`` builds its runs from the run's
+    value (``kgqa_lib.evaluate.spec``) and prints reports through ``kgqa_lib.evaluate.report``, never
+    through the CLI."""
+    assert _app_cycles() == []

@@ -11,7 +11,8 @@ import pytest
 
 from kgqa_lib.paths import repo_root
 
-HISTORY = re.compile(r"\b(issues?|stops?|sessions?) #?\d+\b|\bcommits? [0-9a-f]{7,40}\b", re.I)
+HISTORY = re.compile(r"\b(issues?|stops?|sessions?) #?\d+\b|\bcommits? [0-9a-f]{7,40}\b|\bthe issue'?s?\b"
+                     r"|\bacceptance (list|criteria)\b", re.I)
 
 
 def _hits(text: str) -> list[str]:

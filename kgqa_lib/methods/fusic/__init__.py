@@ -76,6 +76,8 @@ from .tasks import (  # noqa: F401
     TASKS,
     Task,
     _domain_questions,
+    check_task,
+    dataset_task,
     dev_questions,
     dev_size,
     domain_reserve,

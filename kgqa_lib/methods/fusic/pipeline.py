@@ -13,7 +13,7 @@ from .linking import link_entities
 from .reranking import Reranked, rerank, trim
 from .retrieval import make_retrievers, retrieve
 from .settings import FuSICSettings, settings_of
-from .tasks import get_task
+from .tasks import check_task, get_task
 
 
 def calls_by_stage(stages: Sequence[Stage]) -> dict[str, Any]:
@@ -40,7 +40,13 @@ def calls_by_stage(stages: Sequence[Stage]) -> dict[str, Any]:
             "seconds": {k: round(v, 4) for k, v in seconds.items()}}
 
 
-@register_method("fusic", prompts=("fusic_rerank", "fusic_sparql", "fusic_sexpr", "fusic_naive"), settings=FuSICSettings)
+def check_run(dataset: str, settings: Any) -> None:
+    """A ``fusic:TASK:…`` dataset is run with its own task (given, or the default when it is that)."""
+    check_task(dataset, FuSICSettings.of(settings).task, "fusic", default="task" not in settings)
+
+
+@register_method("fusic", prompts=("fusic_rerank", "fusic_sparql", "fusic_sexpr", "fusic_naive"), settings=FuSICSettings,
+                 needs=("embedder",), check=check_run)
 def fusic(q: Question, ctx: Context) -> MethodResult:
     """FuSIC-KBQA on a transfer task (``kgqa run --method fusic --help-settings``). With
     ``retrievers=none``: the paper's naive LLM FS-ICL baseline (sec. 4.2.1) — no entity linking,

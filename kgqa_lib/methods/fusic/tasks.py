@@ -339,6 +339,27 @@ def task_dataset(name: str, split: str = "test") -> Dataset:
                    source_files=t.source.source_files + t.target.source_files)
 
 
+def dataset_task(dataset: str) -> str | None:
+    """The transfer task whose questions a dataset name asks: ``fusic:mw-wd>metaqa:test-1hop`` →
+    ``mw-wd>metaqa``; None for a dataset of no task."""
+    head, _, rest = dataset.partition(":")
+    return (rest.partition(":")[0] or None) if head == "fusic" else None
+
+
+def check_task(dataset: str, task: str, method: str, default: bool = False) -> None:
+    """A method that finds its KGs through a transfer task (``task``; "" = none) run on another task's
+    questions (``fusic:OTHER:…``) asks them against the wrong KG: a
+    :class:`~kgqa_lib.errors.UsageError` naming the setting to give. ``default``: ``task`` is the
+    method's default, not a given setting."""
+    want = dataset_task(dataset)
+    if want is None or not task or task == want:
+        return
+    from ...errors import UsageError
+
+    raise UsageError(f"{dataset} holds questions of the transfer task {want}, but {method} would run the task "
+                     f"{task}{' (its default)' if default else ''}, whose KGs are others: add --set task={want}")
+
+
 # FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots,
 # ``fusic:<task>:dev`` its dev part
 register("fusic", lambda task, split="test": task_dataset(task, split))
