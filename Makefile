@@ -72,6 +72,7 @@ normalize: setup
 virtuoso:
 	@command -v virtuoso-t >/dev/null && exit 0; \
 	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "note: installing Debian's virtuoso-opensource (apt-get install) for the Virtuoso endpoint test"; \
 		if DEBIAN_FRONTEND=noninteractive apt-get install -y -q virtuoso-opensource >/dev/null 2>&1 \
 		|| { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q virtuoso-opensource >/dev/null 2>&1; }; then \
 			if invoke-rc.d virtuoso-opensource-7 status >/dev/null 2>&1; then \

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InfrastructureError, UsageError, UserError
-from .evaluate.spec import (ArgvParser, add_run_arguments, int_at_least as _int_at_least,
-                            no_file_above as _no_file_above, out_file as _out_file, positive_int as _positive_int)
+from .evaluate.spec import (ArgvParser, add_run_arguments, no_file_above as _no_file_above, out_file as _out_file,
+                            positive_int as _positive_int)
 
 
 # Argument checks are argparse types: a bad value is one line on stderr, exit code 2. Those of

@@ -51,9 +51,18 @@ def normalize(nb: dict[str, Any]) -> dict[str, Any]:
                     continue  # progress bars and warnings: volatile
                 if "metadata" in out and not out["metadata"]:
                     out["metadata"] = {}
+                if (out.get("output_type") == "stream" and outputs and outputs[-1].get("output_type") == "stream"
+                        and outputs[-1].get("name") == out.get("name")):
+                    outputs[-1]["text"] = _lines("".join(outputs[-1]["text"]) + "".join(out["text"]))
+                    continue  # how the kernel chunked one cell's prints: volatile; one stream output
                 outputs.append(out)
             cell["outputs"] = outputs
     return nb
+
+
+def _lines(text: str) -> list[str]:
+    """A stream's text as nbformat stores it: lines with their newline."""
+    return text.splitlines(keepends=True)
 
 
 def dumps(nb: dict[str, Any]) -> str:

@@ -219,7 +219,7 @@ CASES = [
     ("unknown-dataset", ["run", "--method", "io", "--dataset", "nope:x", "--llm-mode", "replay"], None,
      "Unknown dataset 'nope:x'; known:"),
     ("unknown-llm-backend", ["run", "--method", "io", "--dataset", "tiny:films", "--llm", "anthropic:claude"], None,
-     "use 'local', 'local:<model>', 'openai:<model>' or"),
+     "use 'local', 'local:<model>', 'openai:<model>'"),
     ("unknown-local-model", ["run", "--method", "io", "--dataset", "tiny:films", "--llm", "local:llama-70b"], None,
      "Unknown local model"),
     ("unknown-kg", ["run", "--method", "qsm", "--dataset", "tiny:films", "--kg", "nowhere", "--llm-mode", "replay"], None,

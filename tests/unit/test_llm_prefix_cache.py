@@ -54,7 +54,7 @@ def test_prefix_cache_bad_options(name):
                                        ("KGQA_LLM_PREFIX_CACHE_MIN", "0")])
 def test_prefix_cache_bad_environment(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
-    with pytest.raises(UsageError, match=f"{var} expects a whole number ≥ [01], got {value!r}") as err:
+    with pytest.raises(UsageError, match=f"{var} expects a whole number ≥ [01].*, got {value!r}") as err:
         _replay("local")
     assert "\n" not in str(err.value)
 

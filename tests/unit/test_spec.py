@@ -5,8 +5,6 @@ the silent defaults of the old wiring turned into one-line errors."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from contextlib import contextmanager
 from pathlib import Path
 
