@@ -98,7 +98,7 @@ def part_files(spec: LocalModelSpec) -> list[Path]:
     return paths
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
@@ -154,4 +154,4 @@ def model_path(name: str = DEFAULT_LOCAL_MODEL, progress: bool = True) -> Path:
 def verify(name: str = DEFAULT_LOCAL_MODEL) -> bool:
     """Re-hash the assembled file (slow: reads ~1 GB). True if it matches."""
     spec = get_spec(name)
-    return _sha256(model_path(name, progress=False)) == spec.sha256
+    return sha256_file(model_path(name, progress=False)) == spec.sha256

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import concurrent.futures
-import hashlib
 import json
 import os
 import queue
@@ -104,14 +103,6 @@ def find_binary() -> Path:
                      f"({beside.parent}); or set KGQA_LLAMA_SERVER to a llama-server binary")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def binary_version(binary: str | Path) -> str:
     """What ``llama-server --version`` prints, in one line (version and build commit, compiler)."""
     out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
@@ -122,6 +113,8 @@ def binary_version(binary: str | Path) -> str:
 
 def record_build(binary: str | Path, source: str, cmake_args: str, out: str | Path) -> dict[str, Any]:
     """Write the build record of a ``llama-server`` binary: version, source, CMake flags, compiler, sha256."""
+    from .models import sha256_file
+
     binary = Path(binary)
     compiler = subprocess.run(["c++", "--version"], capture_output=True, text=True).stdout.splitlines()
     info = {
@@ -130,7 +123,7 @@ def record_build(binary: str | Path, source: str, cmake_args: str, out: str | Pa
         "cmake_args": shlex.split(cmake_args),
         "compiler": compiler[0] if compiler else "",
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "sha256": _sha256(binary),
+        "sha256": sha256_file(binary),
     }
     Path(out).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     return info
