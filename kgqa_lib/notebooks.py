@@ -34,10 +34,30 @@ def _ipc_kernel_manager():
     return IPCKernelManager
 
 
+#: The MIME type of a notebook's headline metric in its outputs (:func:`headline`)
+HEADLINE_MIME = "application/vnd.kgqa.headline+json"
+
+
+def headline(metric: str, value: Any) -> None:
+    """Show a notebook's headline metric and record it: normalisation keeps it as notebook metadata
+    (``metadata["kgqa"]["headline"]``) and ``kgqa reproduce`` collects it into its ``summary.md``."""
+    from IPython.display import display
+
+    display({HEADLINE_MIME: {"metric": metric, "value": str(value)}, "text/plain": f"{metric}: {value}"}, raw=True)
+
+
+def headlines(nb: dict[str, Any]) -> list[dict[str, str]]:
+    """The headline metrics a notebook's outputs hold, in cell order (:func:`headline`)."""
+    return [out["data"][HEADLINE_MIME] for cell in nb.get("cells", []) if cell.get("cell_type") == "code"
+            for out in cell.get("outputs", []) if HEADLINE_MIME in out.get("data", {})]
+
+
 def normalize(nb: dict[str, Any]) -> dict[str, Any]:
     """Return a normalised copy of a notebook (as a JSON dict)."""
     nb = json.loads(json.dumps(nb))
     nb["metadata"] = {"kernelspec": KERNEL, "language_info": {"name": "python"}}
+    if headlines(nb):
+        nb["metadata"]["kgqa"] = {"headline": headlines(nb)}
     for i, cell in enumerate(nb.get("cells", [])):
         md = cell.get("metadata", {})
         for key in ("papermill", "execution", "ExecuteTime", "collapsed", "scrolled"):

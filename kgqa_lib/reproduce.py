@@ -9,7 +9,8 @@ in their ``parameters`` cell; one that no selected notebook declares is refused.
 parameters; the state file is rewritten after every notebook, so an interrupted sweep loses at
 most the notebook in flight.
 
-At the end: a summary per notebook (status, seconds, LLM calls, cache hits, live calls, tokens),
+At the end: a summary per notebook (status, seconds, LLM calls, cache hits, live calls, tokens, the
+headline metric it recorded with :func:`kgqa_lib.notebooks.headline`),
 printed and written to ``summary.md`` / ``summary.json`` beside the executed notebooks' state. A
 ``--grid`` also writes, per notebook, its metrics against the swept parameters (a Markdown table, a
 CSV and a figure, from every combination's run records) to ``results/reproduce/sweep-<params>/``.
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .notebooks import execute, notebook_paths, relative
+from .notebooks import execute, headlines, notebook_paths, relative
 from .paths import results_dir
 
 
@@ -79,15 +80,17 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def summary_table(rows: list[dict[str, Any]]) -> str:
-    head = "| notebook | status | seconds | LLM calls | cache hits | live calls | tokens | parameters |\n|---|---|---|---|---|---|---|---|\n"
+    head = ("| notebook | status | seconds | LLM calls | cache hits | live calls | tokens | parameters | headline |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(
         f"| {r['notebook']} | {r['status']} | {r['seconds']:.1f} | {r['llm_calls']} | {r['cache_hits']} | "
-        f"{r['live_calls']} | {r['tokens']} | {', '.join(f'{k}={v}' for k, v in r['parameters'].items()) or '—'} |\n"
+        f"{r['live_calls']} | {r['tokens']} | {', '.join(f'{k}={v}' for k, v in r['parameters'].items()) or '—'} | "
+        f"{r.get('headline') or '—'} |\n"
         for r in rows)
     tot = {k: sum(r[k] for r in rows) for k in ("seconds", "llm_calls", "cache_hits", "live_calls", "tokens")}
     ok = sum(r["status"] in ("ok", "skipped (done)") for r in rows)
     return head + body + (f"| **total** ({ok}/{len(rows)} ok) | | {tot['seconds']:.1f} | {tot['llm_calls']} | "
-                          f"{tot['cache_hits']} | {tot['live_calls']} | {tot['tokens']} | |\n")
+                          f"{tot['cache_hits']} | {tot['live_calls']} | {tot['tokens']} | | |\n")
 
 
 def literal(value: str) -> Any:
@@ -245,6 +248,8 @@ def reproduce(only: list[str] | None = None, params: dict[str, Any] | None = Non
             row = {"notebook": nb.name, "status": "ok" if res.error is None else "FAILED", "error": res.error,
                    "seconds": round(res.seconds, 1), "parameters": given, "params_hash": phash,
                    "output": relative(target), **usage}
+            if res.error is None and target.exists():  # the headline metric the notebook recorded
+                row["headline"] = "; ".join(f"{h['metric']}: {h['value']}" for h in headlines(json.loads(target.read_text())))
             if res.failed_copy:  # the committed/previous notebook is left as it was
                 row["failed_copy"] = relative(res.failed_copy)
             rows.append(row)

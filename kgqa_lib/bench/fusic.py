@@ -1380,6 +1380,12 @@ def _paired(records: Records, pair: str, config: str, against: str) -> tuple[flo
     return g if g and g[3] else None
 
 
+def headline_transfer(records: Records) -> tuple[str, str]:
+    """Notebook 21's headline metric: FuSIC(T) few-shot answer F1 on MetaQA dev 1/2/3-hop and GrailQA-Tech."""
+    return ("FuSIC(T) few-shot answer F1, MetaQA dev (our reported part) 1/2/3-hop and GrailQA-Tech",
+            _pts([_f1_of(records, p, "fs_dense") for p in (*METAQA, "gtech")]))
+
+
 def summary_transfer(records: Records) -> str:
     """Notebook 21's summary, from the records: FuSIC(T) few-shot on MetaQA and GrailQA-Tech beside the
     paper's Table 2, what retrieval adds over the naive baseline, KB-BINDER, and where our results go the

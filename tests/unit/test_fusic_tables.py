@@ -121,6 +121,8 @@ def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way()
     assert "zero-shot is +50.0 [" in text and "where the paper has zero-shot below (68.4 vs 70.8)" in text
     assert "helps on MetaQA 1-hop but costs points on GrailQA-Tech" in text
     assert 3 <= text.count(". ") + 1 <= 5  # 3–5 sentences
+    metric, value = B.headline_transfer(records)
+    assert "few-shot answer F1" in metric and value == "50.0/—/—/50.0"
 
     def cell(name):
         if name.endswith(".fs_dense_noegf"):
