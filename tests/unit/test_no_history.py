@@ -55,3 +55,13 @@ def test_what_the_cli_prints_of_tables_and_settings_holds_no_project_history():
         texts += [t.title, t.source, t.provenance, *(c.optional for c in t.cells)]
     found = [h for t in texts for h in _hits(t)]
     assert not found, found
+
+
+LIBRARY_FILES = sorted([*(repo_root() / "kgqa_lib").rglob("*.py"), *(repo_root() / "kgqa_lib" / "prompts").glob("*.txt"),
+                        repo_root() / "Makefile", repo_root() / "pyproject.toml"])
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: str(p.relative_to(repo_root())))
+def test_library_sources_hold_no_project_history(path):
+    """Docstrings, comments and messages say what a thing does and which paper section it follows."""
+    assert not _hits(path.read_text(encoding="utf-8"))

@@ -1,7 +1,7 @@
 """``hostile_queries``: hostile SPARQL against both backends — accepted or rejected, network calls,
 mutations, wall time.
 
-Issue 18's acceptance: the hostile-query set (the SERVICE-in-comment bypass, DEFINE, LOAD,
+The target: the hostile-query set (the SERVICE-in-comment bypass, DEFINE, LOAD,
 INSERT/DELETE, a 3000-deep nesting, a cross product that would run for minutes, ``LIMIT 50000000``)
 gives 0 network calls, 0 mutations, and every query ends within its timeout + 1 s::
 

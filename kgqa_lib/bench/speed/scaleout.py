@@ -23,7 +23,7 @@ whole JSON after each, so sections can be run one at a time):
     checked against the embedded in-memory answers (as sets: an on-disk store returns index order).
 
 ``metaqa``
-    Issue 7 point 5 with a fresh temporary KGQA_CACHE_DIR: the on-disk Oxigraph store of the whole
+    With a fresh temporary KGQA_CACHE_DIR: the on-disk Oxigraph store of the whole
     MetaQA KB built cold (in a child process), reopened in the same process and in a new process;
     then every KB triple verbalised as PG&AKV does (``verbalise(t, "sentence").rstrip(".")``) and
     embedded with a fresh SQLite cache: cold rate, then warm (memo, new Embedder, new process).
