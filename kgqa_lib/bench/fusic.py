@@ -1386,6 +1386,15 @@ def headline_transfer(records: Records) -> tuple[str, str]:
             _pts([_f1_of(records, p, "fs_dense") for p in (*METAQA, "gtech")]))
 
 
+def headline_ablations(records: Records) -> tuple[str, str]:
+    """Notebook 22's headline metric: what execution-guided feedback (EGF) gains, FuSIC(T) few-shot minus its
+    Table 3 ablation *w/o EGF*, paired answer F1 in points on MetaQA dev 1/2/3-hop and GrailQA-Tech."""
+    gains = [_paired(records, p, "fs_dense", "fs_dense_noegf") for p in (*METAQA, "gtech")]
+    return ("FuSIC(T) few-shot, EGF's gain (full − w/o EGF), paired answer F1 points, MetaQA dev (our reported part) "
+            "1/2/3-hop and GrailQA-Tech (gold-fact fragment)",
+            " / ".join(f"{format_gain(g)} (n={g[3]})" if g else "—" for g in gains))
+
+
 def summary_transfer(records: Records) -> str:
     """Notebook 21's summary, from the records: FuSIC(T) few-shot on MetaQA and GrailQA-Tech beside the
     paper's Table 2, what retrieval adds over the naive baseline, KB-BINDER, and where our results go the

@@ -833,6 +833,17 @@ def summary() -> str:
     return " ".join(out)
 
 
+def ablations_headline(pts=None) -> tuple[str, str]:
+    """Notebook 32's headline metric: Fig. 6 — the logical chain written directly minus sub-questions (the default,
+    K = 1), paired Hits@1 in points per hop on MetaQA dev, from :func:`ablation_points` (default: the saved records)."""
+    pts = ablation_points() if pts is None else pts
+    chain = pts[pts["configuration"] == CHAIN_LABEL].set_index("hops")
+    return ("Keqing, the logical chain directly − sub-questions (Fig. 6), paired Hits@1 points, MetaQA dev (our "
+            f"reported part), {' / '.join(map(str, HOPS))}-hop",
+            _slash([f"{_pts(chain.loc[h, 'gain'])} [{_pts(chain.loc[h, 'gain_low'])}, {_pts(chain.loc[h, 'gain_high'])}] "
+                    f"(n={int(chain.loc[h, 'n'])})" if h in chain.index else "not run yet" for h in HOPS]))
+
+
 def ablations_summary() -> str:
     """Notebook 32's summary, from the saved records: Fig. 5's K-curve and Fig. 6's sub-questions against the
     logical chain directly on MetaQA dev (where it goes the other way from the paper), selection on the last

@@ -449,6 +449,28 @@ def summary(ov) -> str:
     return " ".join(out)
 
 
+#: Notebook 90's headline: each paper's main method on one question set — overview cell → how the metric names it
+#: (PG&AKV at the paper's threshold on the set of notebook 11's headline, Keqing on MetaQA's hardest hop, FuSIC(T)
+#: few-shot on GrailQA-Tech, the transfer the paper's Table 2 reports)
+HEADLINE_CELLS = {"t2_simple.pgakv": "PG&AKV (threshold 0.7) Hits@1, mini-world simple, test split",
+                  "keqing_full_3hop": "Keqing (four stages) Hits@1, MetaQA dev (our reported part), 3-hop",
+                  "gtech.fs_dense": "FuSIC(T) few-shot F1, GrailQA-Tech (gold-fact fragment)"}
+
+
+def headline_cross_paper(ov) -> tuple[str, str]:
+    """Notebook 90's headline metric, from the overview's rows: each paper's main method on one question set
+    (:data:`HEADLINE_CELLS`), ours with its 95% CI and the paper's own value beside it."""
+    def text(cell: str) -> str:
+        rows = ov[ov["cell"] == cell]
+        if rows.empty:
+            return "not run"
+        r = rows.iloc[0]
+        return cell_text(r) + ("" if math.isnan(r["paper value"]) else f" (paper {r['paper value']:.1f})")
+
+    return ("Each paper's main method, ours [95% CI] (the paper's value): " + " / ".join(HEADLINE_CELLS.values()),
+            " / ".join(text(c) for c in HEADLINE_CELLS))
+
+
 HEADLINE_COLUMNS = ["paper", "set", "method", "metric", "ours [95% CI]", "questions", "calls/q", "tokens/q", "s/q",
                     "paper value", "paper source"]
 

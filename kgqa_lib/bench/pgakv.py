@@ -887,6 +887,52 @@ def summary_errors(load: Loader | None = None) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- headline metrics (kgqa_lib.notebooks.headline)
+def _scored_by(parts) -> str:
+    """Which metric scores which of ``parts``: ``Hits@1 on simple / multihop; ROUGE-L on open``."""
+    names = {"hits@1": "Hits@1", "rouge_l": "ROUGE-L"}
+    return "; ".join(f"{names[m]} on {' / '.join(s for s in parts if pa.METRIC[s] == m)}"
+                     for m in dict.fromkeys(pa.METRIC[s] for s in parts))
+
+
+def _paired_cells(gains) -> str:
+    """Paired gains as the tables print them, ``+10.6 [+5.3, +16.8] (n=113)``, one per set, ``/``-separated."""
+    return " / ".join(f"{format_gain(g)} (n={g[3]})" if g else NOT_RUN for g in gains)
+
+
+def headline_ablations(load: Loader | None = None) -> tuple[str, str]:
+    """Notebook 12's headline metric: Table 4's verification step — PG&AKV at the threshold chosen on dev minus
+    the Pseudo-Graph row (no KG) — in points, paired on each set's test questions (complete runs only)."""
+    on = OnTest(load)
+    setting = f"threshold {on.choice['threshold']}, chosen on dev" if on.choice else "threshold chosen on dev"
+    metric = (f"PG&AKV's verification step ({setting}) − Pseudo-Graph, paired points ({_scored_by(SETS)}), "
+              f"mini-world {' / '.join(SETS)}, test split")
+    return metric, _paired_cells(_pair(on(s, on.chosen), on(s, "pgakv_pg"), pa.METRIC[s]) for s in SETS)
+
+
+def headline_kg_sources(load: Loader | None = None) -> tuple[str, str]:
+    """Notebook 13's headline metric: PG&AKV over the Freebase-like minus over the Wikidata-like schema (the
+    paper's Table 3 question: does the method depend on the KG?), in points, paired on the test questions."""
+    on = OnTest(load)
+    parts, fb, wd = tuple(pa.PAPER_TABLE3), pa.SCHEMA_RUNS["freebase"], pa.SCHEMA_RUNS["wikidata"]
+    metric = (f"PG&AKV (threshold {SCHEMA_THRESHOLD}) over the Freebase-like − the Wikidata-like schema, paired points "
+              f"({_scored_by(parts)}), mini-world {' / '.join(parts)}, test split")
+    return metric, _paired_cells(_pair(on(s, fb), on(s, wd), pa.METRIC[s]) for s in parts)
+
+
+def headline_errors(load: Loader | None = None) -> tuple[str, str]:
+    """Notebook 14's headline metric: of PG&AKV's wrong answers at the paper's threshold, how many pruning lost
+    first (:func:`~kgqa_lib.evaluate.pgakv_analysis.attribute_error`), on each factoid set's test questions."""
+    on = OnTest(load)
+    cells = []
+    for s in pa.FACTOID:
+        causes = [c for c in map(attribute_error, on(s, "pgakv")) if c]
+        cells.append(f"{causes.count('pruning')} of {len(causes)} wrong ({causes.count('pruning') / len(causes):.0%})"
+                     if causes else NOT_RUN if not on(s, "pgakv") else "0 wrong")
+    return (f"PG&AKV (threshold {pa.PAPER_THRESHOLD}, the paper's) wrong answers lost first at pruning, mini-world "
+            f"{' / '.join(pa.FACTOID)}, test split", " / ".join(cells))
+
+
 # ---------------------------------------------------------------- what running a notebook costs
 def demo_qids(names, n_questions: int | None, seed: int) -> dict[str, set[str]]:
     """The demo's questions per mini-world set (``{"simple": qids, ...}``), as the notebooks sample them."""

@@ -168,12 +168,27 @@ def summary(runs, questions, training, n_exemplars: int) -> str:
     return " ".join(out)
 
 
-def recorded_summary(hops: list[int], n_questions: int | None, seed: int, recipe, n_exemplars: int,
-                     llm: str = "local") -> str:
-    """:func:`summary` from what is recorded only (the training record, the decompositions in the
-    transcripts: replayed, no model loaded), or what is missing when these settings are not recorded."""
+HEADLINE_DECOMPOSERS = ("LoRA, 0.5B", "zero-shot, 0.5B", "ICL, 0.5B")  # in the order :func:`headline` names them
+
+
+def headline(runs, n_exemplars: int) -> tuple[str, str]:
+    """Notebook 33's headline metric: the multi-hop test questions each 0.5B decomposer gets right — tuned with
+    LoRA (no examples), the same weights zero-shot without the adapters, and in context with ``n_exemplars``."""
+    multi = runs[runs["hops"] > 1]
+    right = lambda name: int(multi[multi["decomposer"] == name]["correct"].sum())  # noqa: E731
+    n = multi["qid"].nunique()
+    return _headline_metric(n_exemplars), " / ".join(f"{right(name)} of {n}" for name in HEADLINE_DECOMPOSERS)
+
+
+def _headline_metric(n_exemplars: int) -> str:
+    return ("Keqing decomposer, multi-hop mini-world test questions decomposed right (the top-1 templates give the gold "
+            f"relation path): LoRA-tuned 0.5B / the same 0.5B zero-shot / in context with {n_exemplars} worked examples")
+
+
+def _recorded(hops: list[int], n_questions: int | None, seed: int, recipe, n_exemplars: int, llm: str):
+    """(runs, questions, training record or None), the decompositions replayed from the transcripts (no model
+    loaded); raises the replay's error when these settings are not recorded."""
     from ..embed.embedder import Embedder
-    from ..errors import InfrastructureError, UserError
     from ..llm.chat import LLMCache, make_llm
     from ..llm.finetune import Training
 
@@ -183,9 +198,35 @@ def recorded_summary(hops: list[int], n_questions: int | None, seed: int, recipe
     training = Training.load(path) if path.exists() else None
     questions = sample_questions(hops, n_questions, seed)
     llms = decomposers(make_llm(llm, "replay"), None, None, key, LLMCache(), "replay", n_exemplars)
+    runs, _ = decompose_all(llms, questions, Embedder(), seed)
+    return runs, questions, training
+
+
+def _not_recorded(exc: Exception) -> str:
+    return f"These settings are not recorded yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+
+
+def recorded_summary(hops: list[int], n_questions: int | None, seed: int, recipe, n_exemplars: int,
+                     llm: str = "local") -> str:
+    """:func:`summary` from what is recorded only (the training record, the decompositions in the
+    transcripts: replayed, no model loaded), or what is missing when these settings are not recorded."""
+    from ..errors import InfrastructureError, UserError
+
     try:
-        runs, _ = decompose_all(llms, questions, Embedder(), seed)
+        runs, questions, training = _recorded(hops, n_questions, seed, recipe, n_exemplars, llm)
     except (InfrastructureError, UserError) as exc:
-        return (f"These settings are not recorded yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}): "
-                "the notebook runs them below (LLM_MODE auto or live; TRAIN=True trains), then this summary reads them.")
+        return (f"{_not_recorded(exc)}: the notebook runs them below (LLM_MODE auto or live; TRAIN=True trains), then "
+                "this summary reads them.")
     return summary(runs, questions, training, n_exemplars)
+
+
+def recorded_headline(hops: list[int], n_questions: int | None, seed: int, recipe, n_exemplars: int,
+                      llm: str = "local") -> tuple[str, str]:
+    """:func:`headline` from the recorded decompositions (replayed, no model loaded), or what is missing."""
+    from ..errors import InfrastructureError, UserError
+
+    try:
+        runs, _, _ = _recorded(hops, n_questions, seed, recipe, n_exemplars, llm)
+    except (InfrastructureError, UserError) as exc:
+        return _headline_metric(n_exemplars), _not_recorded(exc)
+    return headline(runs, n_exemplars)

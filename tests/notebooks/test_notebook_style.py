@@ -5,7 +5,8 @@ Checks over the committed ``.ipynb`` files (no execution):
 - markdown words over all notebooks ≤ 12,000;
 - no function or class defined in a notebook is longer than 5 lines (logic lives in ``kgqa_lib``);
 - every notebook opens with its front matter and closes with references and a versions cell;
-- every results notebook has a Summary printed by code near the top;
+- every results notebook has a Summary printed by code near the top, and records its headline metric (computed,
+  never typed in) in its metadata;
 - one name for the sample size (``N_QUESTIONS``), every parameter commented."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 
 import pytest
 
-from kgqa_lib.notebooks import notebook_paths
+from kgqa_lib.notebooks import headlines, notebook_paths
 
 MAX_OUTPUT = 10_000
 MAX_WORDS = 12_000
@@ -107,6 +108,19 @@ def test_results_notebooks_open_with_a_summary_printed_by_code(path):
     nxt = cells[head[0] + 1]
     assert nxt["cell_type"] == "code" and any(_text(o).strip() for o in nxt.get("outputs", [])), \
         "the Summary is printed by a code cell (from the records), with its output committed"
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if p.name.startswith(RESULTS)], ids=lambda p: p.name)
+def test_results_notebooks_record_their_headline_metric(path):
+    nb = _nb(path)
+    recorded = nb["metadata"].get("kgqa", {}).get("headline")
+    assert recorded, ("no headline metric in the notebook's metadata: call kgqa_lib.notebooks.headline(metric, value) "
+                      "with a value computed from the records, then re-execute (kgqa reproduce --only NAME)")
+    assert recorded == headlines(nb), "the metadata's headline is not the one the outputs show: re-execute the notebook"
+    assert all(h["metric"].strip() and h["value"].strip() for h in recorded)
+    sources = "\n".join(_src(c) for c in nb["cells"] if c["cell_type"] == "code")
+    typed = [h["value"] for h in recorded if h["value"] in sources]
+    assert not typed, f"headline values typed into a cell: {typed} (compute them with a library function)"
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)

@@ -218,3 +218,57 @@ def test_the_quickstart_result_is_io_and_cot_on_the_whole_set():
     assert [r[0] for r in t.rows] == ["io", "cot", "CoT − IO (paired)"]
     assert t.rows[0][1] == "0.0 [0.0, 0.0] (n=161)" and t.rows[2][1] == "+100.0 [+100.0, +100.0] (n=161)"
     assert P.io_cot_table("metaqa:1hop:dev", load).rows[2][1] == "not run yet"
+
+
+# ---------------------------------------------------------------- headline metrics (notebooks 12–14)
+def _first_test(s, k):
+    return set(sorted(A.split_qids(s)[1])[:k])
+
+
+def test_the_ablation_headline_is_the_verification_step_of_table_4():
+    every = {s: A.split_qids(s)[0] | A.split_qids(s)[1] for s in A.SETS}
+    right = {(s, run): every[s] for s in A.SETS for run in ("pgakv", "pgakv_thr05")}
+    right |= {(s, "pgakv_pg"): _first_test(s, 10) for s in A.SETS} | {(s, "cot"): set() for s in A.SETS}
+    metric, value = P.headline_ablations(_loader(right))
+    assert "− Pseudo-Graph" in metric and "mini-world simple / multihop / open, test split" in metric
+    n = {s: len(A.split_qids(s)[1]) for s in A.SETS}  # the full method right on all, the pseudo-graph on 10
+    assert [v.split(" [")[0] for v in value.split(" / ")] == [f"{100 * (n[s] - 10) / n[s]:+.1f}" for s in A.SETS]
+    assert value.endswith(f"(n={n['open']})")
+    assert P.headline_ablations(lambda s, run: [])[1] == "not run yet / not run yet / not run yet"
+    table4 = {r[0]: r[6] for r in P.test_tables()["table4"].rows}  # the committed records: the table's column
+    assert P.headline_ablations()[1] == " / ".join(table4[s] for s in A.SETS)
+
+
+def test_the_kg_sources_headline_is_freebase_minus_wikidata():
+    every = {s: A.split_qids(s)[0] | A.split_qids(s)[1] for s in A.SETS}
+    right = {(s, "pgakv_thr05_fb"): every[s] for s in A.SETS} | {(s, "pgakv_thr05"): _first_test(s, 20) for s in A.SETS}
+    right |= {(s, "cot"): set() for s in A.SETS}
+    metric, value = P.headline_kg_sources(_loader(right))
+    assert "Freebase-like − the Wikidata-like" in metric and "mini-world simple / open, test split" in metric
+    assert [v.split(" [")[0] for v in value.split(" / ")] == ["+82.3", "+60.0"]  # 93 of 113, 30 of 50 test questions
+    assert value.endswith("(n=50)") and "(n=113)" in value
+    from kgqa_lib.evaluate.report import format_gain, paired_gain
+
+    committed = []
+    for s in ("simple", "open"):  # recomputed from the committed records
+        test = A.split_qids(s)[1]
+        fb, wd = (A.restrict(A.committed_records(s, A.SCHEMA_RUNS[k]), test) for k in ("freebase", "wikidata"))
+        g = paired_gain(fb, wd, A.METRIC[s])
+        committed.append(f"{format_gain(g)} (n={g[3]})")
+    assert P.headline_kg_sources()[1] == " / ".join(committed)
+
+
+def test_the_errors_headline_counts_the_answers_pruning_lost(monkeypatch):
+    pruned = {"simple": set(sorted(A.split_qids("simple")[1])[30:37]),
+              "multihop": set(sorted(A.split_qids("multihop")[1])[30:42])}
+    right = {(s, "pgakv"): _first_test(s, 30) for s in A.FACTOID}
+    counts = P.error_counts()  # the committed records, before the synthetic rule below
+    row = {s: counts.loc[f"{s} · {A.ROWS['pgakv']}"] for s in A.FACTOID}
+    assert P.headline_errors()[1] == " / ".join(
+        f"{row[s]['pruning']} of {row[s].sum()} wrong ({row[s]['pruning'] / row[s].sum():.0%})" for s in A.FACTOID)
+    monkeypatch.setattr(P, "attribute_error", lambda r: None if r["metrics"]["hits@1"] == 1.0 else
+                        "pruning" if any(r["qid"] in q for q in pruned.values()) else "verification")
+    metric, value = P.headline_errors(_loader(right))
+    assert "threshold 0.7, the paper's" in metric and "lost first at pruning" in metric
+    assert value == "7 of 83 wrong (8%) / 12 of 32 wrong (38%)"  # 113 − 30 and 62 − 30 wrong
+    assert P.headline_errors(lambda s, run: [])[1] == "not run yet / not run yet"

@@ -163,3 +163,16 @@ def test_feedback_rescues_are_the_questions_a_failed_first_query_then_f1_1():
     assert [(x["cell"], x["qid"], x["attempts"]) for x in found] == [
         ("geo2cinema.fs_bm25", "r", ["empty", "ok"]), ("cinema2geo.zs_both", "u", ["parse_error", "unanchored", "ok"])]
     assert found[0]["task"] == "geo-wd>cinema-fb" and found[0]["LLM calls"] == 4
+
+
+def test_the_ablations_headline_is_what_egf_gains_paired():
+    full = [_rec(f"q{i}", 1.0) for i in range(10)]
+    records = lambda cell: {  # noqa: E731
+        "metaqa1.fs_dense": full, "metaqa1.fs_dense_noegf": [_rec(f"q{i}", float(i < 7)) for i in range(10)],
+        "gtech.fs_dense": full[:8], "gtech.fs_dense_noegf": [_rec(f"q{i}", float(i < 2)) for i in range(10)],
+        "metaqa2.fs_dense": full}.get(cell, [])
+    metric, value = B.headline_ablations(records)
+    assert "EGF's gain (full − w/o EGF)" in metric and "GrailQA-Tech (gold-fact fragment)" in metric
+    parts = value.split(" / ")
+    assert parts[0].startswith("+30.0 [") and parts[0].endswith("(n=10)")  # 3 of 10 questions need the feedback
+    assert parts[1:3] == ["—", "—"] and parts[3].startswith("+75.0 [") and parts[3].endswith("(n=8)")  # 6 of 8 shared

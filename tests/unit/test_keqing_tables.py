@@ -320,3 +320,50 @@ def test_figure_helpers_dodge_and_group():
     assert len(b.patches) == 3 and [t.get_text() for t in b.texts] == ["+0.0", "+2.0"]
     assert b.get_legend_handles_labels()[1] == ["sub-questions", "chain"]
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- headline metrics (notebooks 32, 33, 90)
+def test_the_ablations_headline_is_fig6_chain_minus_sub_questions(results):
+    _metaqa(results, full_hits=(1.0, 1.0, 0.45))  # 3-hop: 90 of the ablation's 100 questions right, 2-hop all
+    assert K.ablations_headline()[1] == "not run yet / not run yet / not run yet"
+    _save(K.TABLE_ABLATIONS, "keqing_chain_3hop", [_rec(f"m3-{i}", float(i < 95)) for i in range(100)])
+    _save(K.TABLE_ABLATIONS, "keqing_chain_2hop", [_rec(f"m2-{i}", float(i < 97)) for i in range(100)])
+    metric, value = K.ablations_headline()
+    assert "logical chain directly − sub-questions (Fig. 6)" in metric and "MetaQA dev (our reported part)" in metric
+    one, two, three = value.split(" / ")
+    assert one == "not run yet" and two.startswith("-3.0 [") and three.startswith("+5.0 [")
+    assert two.endswith("(n=100)") and float(three.split("[")[1].split(",")[0]) > 0  # 5 of 100 more, none fewer
+
+
+def test_the_lora_headline_counts_the_multi_hop_decompositions_right():
+    from kgqa_lib.evaluate import keqing_lora as L
+
+    right = {"ICL, 1.5B": (1, 1, 1), "ICL, 0.5B": (1, 1, 1), "zero-shot, 0.5B": (1, 0, 0), "LoRA, 0.5B": (0, 0, 1)}
+    runs = pd.DataFrame([(d, f"q{h}", h, bool(ok), "", "", "") for d, oks in right.items() for h, ok in zip((1, 2, 3), oks)],
+                        columns=["decomposer", "qid", "hops", "correct", "parse", "predicted chain", "output"])
+    metric, value = L.headline(runs, 4)
+    assert "LoRA-tuned 0.5B / the same 0.5B zero-shot / in context with 4 worked examples" in metric
+    assert value == "1 of 2 / 0 of 2 / 2 of 2"  # multi-hop only: q2 and q3
+
+
+def test_the_cross_paper_headline_is_each_papers_main_method_beside_the_paper(results):
+    recs = lambda k, n: [_rec(f"q{i}", float(i < k)) for i in range(n)]  # noqa: E731
+    ov = pd.DataFrame([overview.row("PG&AKV", "s", "m", "hits@1", recs(40, 100), 100, 34.3, cell="t2_simple.pgakv"),
+                       overview.row("Keqing", "s", "m", "hits@1", recs(5, 5), 200, 99.6, cell="keqing_full_3hop")],
+                      columns=list(overview.COLUMNS))
+    metric, value = overview.headline_cross_paper(ov)
+    assert metric.count(" / ") == 2 and "GrailQA-Tech (gold-fact fragment)" in metric
+    pg, kq, fu = value.split(" / ")
+    assert pg.startswith("40.0 [") and pg.endswith("] (paper 34.3)")
+    assert kq == "partial 5/200 (paper 99.6)" and fu == "not run"
+
+
+def test_the_committed_cross_paper_headline_reads_the_same_cells_as_the_papers_notebooks():
+    from kgqa_lib.bench import fusic as F
+    from kgqa_lib.evaluate.pgakv_analysis import cell_on_test
+
+    pg, kq, fu = overview.headline_cross_paper(overview.overview())[1].split(" / ")
+    assert pg == cell_on_test("simple", "pgakv").replace(" (n=113)", "") + " (paper 34.3)"  # notebook 11's headline
+    three = core.Records(K.TABLE_FULL)("keqing_full_3hop")
+    assert kq.startswith(f"{100 * sum(r['metrics']['hits@1'] for r in three) / len(three):.1f} [")
+    assert fu.startswith(F.headline_transfer(core.Records(F.TABLE))[1].split("/")[-1] + " [")  # notebook 21's GrailQA-Tech
