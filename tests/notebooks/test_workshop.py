@@ -20,12 +20,33 @@ def test_workshop_copies_have_no_outputs_and_the_quickstart_runs_offline(tmp_pat
         nb = json.loads(p.read_text())
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
         assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
-    monkeypatch.setenv("KGQA_LLM_MODE", "replay")  # no model, no key: the recorded transcripts answer
+    monkeypatch.delenv("KGQA_LLM_MODE", raising=False)  # the copies replay by themselves: no model, no key
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     res = execute(tmp_path / "ws" / "00_quickstart.ipynb")
     assert res.error is None, res.error
     nb = json.loads((tmp_path / "ws" / "00_quickstart.ipynb").read_text())
     assert sum(bool(c.get("outputs")) for c in nb["cells"] if c["cell_type"] == "code") > 5
+
+
+def test_workshop_copies_replay_so_another_question_stops_with_a_message(tmp_path, monkeypatch):
+    ws = tmp_path / "ws"
+    make_workshop(ws)
+    for p in sorted(ws.glob("*.ipynb")):
+        params = next(c for c in json.loads(p.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+        src = "".join(params["source"])
+        assert "LLM_MODE = None" not in src, p.name
+        assert "LLM_MODE" not in src or 'LLM_MODE = "replay"' in src, p.name
+    monkeypatch.delenv("KGQA_LLM_MODE", raising=False)  # unset: the copy's own default decides
+    # another question (and seed, so that no recording answers it): the first LLM cell stops, no model is loaded
+    res = execute(ws / "10_pgakv_walkthrough.ipynb", output=tmp_path / "run.ipynb",
+                  parameters={"QID": "mw-multihop-078", "SEED": 7}, failed_copy=tmp_path / "failed.ipynb")
+    assert res.error and "LLM_MODE='auto'" in res.error, res.error
+    failed = json.loads((tmp_path / "failed.ipynb").read_text())
+    errors = [(c, o) for c in failed["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert len(errors) == 1 and errors[0][1]["ename"] == "ReplayMiss", errors
+    assert "No recorded LLM response" in errors[0][1]["evalue"] and "LLM_MODE='auto'" in errors[0][1]["evalue"]
+    assert "generate_pseudo_graph" in "".join(errors[0][0]["source"])  # stopped at the sketch, the first call
 
 
 def test_doctor_offline_checks_pass_here():
