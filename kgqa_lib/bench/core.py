@@ -105,7 +105,7 @@ class Cell:
     dataset: str
     planned: int  # questions the table needs from this run
     args: tuple[str, ...] = ()  # further `kgqa run` arguments (--sample, --llm, --set …), --out excluded
-    optional: str = ""  # why the cell is not needed for the table's acceptance ("" = needed): listed and estimated apart
+    optional: str = ""  # why the table does not need the cell ("" = needed): listed and estimated apart
     config: str = ""  # the configuration it runs, shared by the cells that run it on other datasets ("" = its own)
 
     def run_args(self, llm: str | None = None, workers: int | None = None) -> list[str]:
@@ -392,7 +392,7 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
         need = [r for r in known if not r.get("optional")]
         lines.append(f"  of which the cells the table needs: {sum(r['missing'] for r in rows if not r.get('optional'))} "
                      f"questions, ≈ {sum(r['hours'] for r in need):.1f} h; the {len(opt)} optional cells (deviations "
-                     f"beyond the table's acceptance): {sum(r['missing'] for r in opt)} questions, "
+                     f"beyond what the table needs): {sum(r['missing'] for r in opt)} questions, "
                      f"≈ {sum(r['hours'] for r in opt if r['basis']):.1f} h")
     return "\n".join(lines)
 
@@ -769,8 +769,8 @@ def _run_cells(table: Table, base: Path, model: str | None, queue: list[Cell], a
 
 def completeness(table: Table, runs: Path | None = None, model: str | None = None) -> dict[str, Any]:
     """How far a table is for one model (default: the default model): its cells (``rows``: :func:`cell_status`
-    each), the complete ones, the questions saved of those planned, and the same for the cells its
-    acceptance needs (``Cell.optional`` ones out)."""
+    each), the complete ones, the questions saved of those planned, and the same for the cells the table
+    needs (``Cell.optional`` ones out)."""
     rows = [cell_status(table, c, runs, model) for c in table.cells]
     needed = [r for r, c in zip(rows, table.cells) if not c.optional]
     return {"rows": rows, "cells": len(rows), "complete": sum(r["complete"] for r in rows),

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .measure import Measurement, Option, register
+from .result_table import ResultTable, table
 
 TASK = "mw-wd>metaqa"
 KS = (3, 5, 10)
@@ -91,12 +92,32 @@ def measure(opts: SimpleNamespace, previous: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def depth_table(out: dict[str, Any]) -> ResultTable:
+    """The measurement as a table: a row per hop and depth, counts of questions out of n."""
+    rows = out["rows"]
+    cols = [c for c in rows[0] if c != "n"] if rows else []
+    return table("path_depth", "Gold path among the candidates and in each retriever's top k, per hop and "
+                               "max_path_hops (counts of questions of n)",
+                 ["n", *cols], [[r["n"], *(r.get(c, "") for c in cols)] for r in rows])
+
+
+def tables(out: dict[str, Any]) -> dict[str, ResultTable]:
+    """The report's tables as data, by name (``.frame()`` for a notebook, ``.markdown()`` for the report)."""
+    return {t.name: t for t in (depth_table(out),)}
+
+
+def frames() -> dict[str, Any]:
+    """The report's tables as DataFrames, from the committed measurement (``fusic_path_depth.json``)."""
+    from .measure import read
+    from .result_table import frames as to_frames
+
+    return to_frames(list(tables(read(TABLE)).values()))
+
+
 def report(out: dict[str, Any]) -> str:
     """The measurement as a table (counts of questions out of n)."""
-    rows = out["rows"]
-    if not rows:
+    if not out["rows"]:
         return "no rows\n"
-    cols = [c for c in rows[0] if c not in ("n",)]
     lines = [f"# FuSIC-KBQA candidate path depth on MetaQA (no LLM): {out['dataset']}", "",
              "`kgqa bench run fusic_path_depth`. The questions are FuSIC's reported MetaQA questions, MetaQA dev "
              "questions (`test` in the dataset name is the transfer task's reported part; MetaQA's test set is not "
@@ -104,9 +125,7 @@ def report(out: dict[str, Any]) -> str:
              "in each retriever's own top k; `max_path_hops` 2 = the paper (TIARA's 2-hop enumeration). Retrievers "
              f"trained on 2-hop candidates either way. Training: {json.dumps(out['training'])}. CPU seconds are "
              "process time (time spent waiting for a shared core is not counted). Raw numbers: `fusic_path_depth.json`.",
-             "", "| n | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for r in rows:
-        lines.append(f"| {r['n']} | " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
+             "", depth_table(out).markdown()]
     return "\n".join(lines) + "\n"
 
 

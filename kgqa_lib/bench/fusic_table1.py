@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .measure import Measurement, register
+from .result_table import ResultTable, table
 
 #: Table 1 of the paper, row by row: (Dom. JS, Rel. % New, Func. JS, # Relations src / tgt, Src-Tgt Sim,
 #: # Tokens src / tgt, Target Gen. Scenario), as printed
@@ -63,8 +64,6 @@ def section(data: dict[str, Any]) -> list[str]:
     lines = ["", "## Table 1 analogue: how far each pair's target is from its source (no LLM)", ""]
     if not data:
         return lines + ["Not computed yet: `kgqa bench run fusic_table1 --yes` (no LLM; needs KGQA_DATA_DIR)."]
-    rows = data["rows"]
-    base = rows[0]["js_base"] if rows else 2.0
     lines += ["Computed from the data by `kgqa bench run fusic_table1` (kgqa_lib.evaluate.transfer_stats: the "
               "definitions and where our data cannot give the paper's exactly), on the reported questions of each "
               "pair (the target; the paper's: its test set) against every source question with a gold logical form "
@@ -80,21 +79,42 @@ def section(data: dict[str, Any]) -> list[str]:
               f"over all pairs in brackets), with our encoder ({data['encoder']}; the paper names none). # Tokens: "
               "whitespace tokens per question. Target gen.: the target questions i.i.d. / compositional / zero-shot "
               f"with respect to the {data['shots']} target shots our few-shot cells use (GrailQA's definitions; the "
-              "paper's 100 shots; it marks which occur).", "",
-              "| pair | source / target questions | Dom. JS | Rel. % new: KB ids (names) | Func. JS | # Relations src / "
-              "tgt | Src-Tgt sim: nearest (mean) | # Tokens src / tgt | target gen.: I / C / Z |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "paper's 100 shots; it marks which occur).", "", *table1(data).markdown().splitlines()]
+    return lines
+
+
+COLUMNS = ("pair", "source / target questions", "Dom. JS", "Rel. % new: KB ids (names)", "Func. JS",
+           "# Relations src / tgt", "Src-Tgt sim: nearest (mean)", "# Tokens src / tgt", "target gen.: I / C / Z")
+
+
+def table1(data: dict[str, Any]) -> ResultTable:
+    """Our pairs' statistics (the measurement's rows), then the paper's Table 1 rows as printed."""
+    rows = data.get("rows") or []
+    base = rows[0]["js_base"] if rows else 2.0
+    body = []
     for r in rows:
         gen = r.get("generalization")
-        lines.append(f"| {r['label']} | {r['n_source']} / {r['n_target']} | {_js(r['domain_js'], base)} | "
-                     f"{r['new_relation_pct']:.1f} ({r['new_relation_name_pct']:.1f}) | {_js(r['function_js'], base)} | "
-                     f"{_two(r['relations_source'], r['relations_target'], '.2f')} | "
-                     f"{r['similarity_nearest']:.2f} ({r['similarity_mean']:.2f}) | "
-                     f"{_two(r['tokens_source'], r['tokens_target'], '.1f')} | "
-                     + (f"{gen['I']} / {gen['C']} / {gen['Z']}" if gen else "—") + " |")
-    for name, (dom, rel, func, nrel, sim, tok, gen) in PAPER_T1.items():
-        lines.append(f"| paper, Table 1, row {name} | — | {dom} | {rel} | {func} | {nrel} | {sim} | {tok} | {gen} |")
-    return lines
+        body.append([r["label"], f"{r['n_source']} / {r['n_target']}", _js(r["domain_js"], base),
+                     f"{r['new_relation_pct']:.1f} ({r['new_relation_name_pct']:.1f})", _js(r["function_js"], base),
+                     _two(r["relations_source"], r["relations_target"], ".2f"),
+                     f"{r['similarity_nearest']:.2f} ({r['similarity_mean']:.2f})",
+                     _two(r["tokens_source"], r["tokens_target"], ".1f"),
+                     f"{gen['I']} / {gen['C']} / {gen['Z']}" if gen else "—"])
+    body += [[f"paper, Table 1, row {name}", "—", *values] for name, values in PAPER_T1.items()]
+    return table("table1", "Table 1 analogue: how far each pair's target is from its source (no LLM)", COLUMNS, body)
+
+
+def tables(data: dict[str, Any]) -> dict[str, ResultTable]:
+    """The report's tables as data, by name (``.frame()`` for a notebook, ``.markdown()`` for the report)."""
+    return {t.name: t for t in (table1(data),)}
+
+
+def frames() -> dict[str, Any]:
+    """The report's tables as DataFrames, from the committed measurement (``fusic_table1.json``)."""
+    from .measure import read
+    from .result_table import frames as to_frames
+
+    return to_frames(list(tables(read(TABLE)).values()))
 
 
 def report(data: dict[str, Any]) -> str:

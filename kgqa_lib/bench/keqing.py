@@ -312,7 +312,7 @@ def full_tables(records: Records) -> dict[str, ResultTable]:
 
     rows, four = _full_rows(records)
     dec_only = Records(get_table("keqing_metaqa"))
-    out = [four, selection_table(rows), bound_table(rows), goal_table(rows, records),
+    out = [four, selection_table(rows), bound_table(rows), target_table(rows, records),
            disagreements_table(rows, dec_only), cost_table(rows)]
     return {t.name: t for t in out}
 
@@ -330,7 +330,7 @@ def report_full(records: Records) -> str:
              "whose candidates hold a gold answer; `precision` — selected candidates that are gold; `recall` — gold "
              "candidates that were selected (both pooled over the questions whose trace lists every candidate); `response names the top answer` — lenient "
              "check: the normalised top answer occurs in the response text.", "", _md(t["selection"])]
-    lines += _bound_lines(t["bound"]) + _goal_lines(t["goal"]) + _disagreement_lines(t["disagreements"])
+    lines += _bound_lines(t["bound"]) + _target_lines(t["target"]) + _disagreement_lines(t["disagreements"])
     lines += ["", "## Cost", "",
               "`single-candidate calls`: selection calls over one candidate entity, which cannot change the answer (an "
               "empty or unmatched selection falls back to it); the method no longer makes them, so `calls/q without them` "
@@ -360,10 +360,10 @@ def bound_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
                                                   "Hits@1", "calls/q"], body)
 
 
-def goal_table(rows: dict[int, list[dict[str, Any]]], records: Records) -> ResultTable:
+def target_table(rows: dict[int, list[dict[str, Any]]], records: Records) -> ResultTable:
     """Per hop: Hits@1 against the gold-path ceiling and the calls the current code makes."""
-    body = [[h, *_goal_cells(recs, *ceiling(records, h, {r["qid"] for r in recs}))] for h, recs in rows.items()]
-    return table("goal", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+    body = [[h, *_target_cells(recs, *ceiling(records, h, {r["qid"] for r in recs}))] for h, recs in rows.items()]
+    return table("target", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
                  ["hops", "Hits@1", "ceiling", "ours − ceiling (points)", "calls/q", "met"], body)
 
 
@@ -376,7 +376,7 @@ def _bound_lines(t: ResultTable) -> list[str]:
             "question, so this compares question kinds, not the bound alone).", "", *_md(t).splitlines()]
 
 
-def _goal_lines(t: ResultTable) -> list[str]:
+def _target_lines(t: ResultTable) -> list[str]:
     return ["", "## Target: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question", "",
             "`calls/q`: what the current code spends on these questions (the recorded calls less the single-candidate "
             "selection calls it no longer makes, which cannot change the answer). `within 2 points` counts a gap of "
@@ -505,11 +505,6 @@ def _ablation_cells(label: str, recs: list[dict[str, Any]], base: list[dict[str,
             f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f} ({row['cache_hits'] / row['n']:.2f})"]
 
 
-def _ablation_row(label: str, recs: list[dict[str, Any]], base: list[dict[str, Any]], chains: bool = True) -> str:
-    """One configuration's row of the report (:func:`_ablation_cells`)."""
-    return "| " + " | ".join(str(c) for c in _ablation_cells(label, recs, base, chains)) + " |"
-
-
 def _hop_runs(records: Records, full: Records, h: int) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
     """The ablation cells of one hop (label → records) and the default's records on their questions."""
     runs = {f"K = {k}": records(f"keqing_k{k}_{h}hop") for k in KS}
@@ -525,12 +520,12 @@ def _hop_runs(records: Records, full: Records, h: int) -> tuple[dict[str, list[d
 
 def ablation_tables(records: Records) -> dict[str, ResultTable]:
     """The keqing_ablations report's tables as data: every configuration per hop (a bold ``**h-hop**``
-    row heads each hop: :func:`by_hop` makes it an index level), the ceiling goal, the parts beside the default."""
+    row heads each hop: :func:`by_hop` makes it an index level), the ceiling target, the parts beside the default."""
     from .core import get_table
 
     full = Records(get_table("keqing_full"))
     body: list[list[Any]] = []
-    goal: list[list[Any]] = []
+    target: list[list[Any]] = []
     for h in HOPS:
         runs, base = _hop_runs(records, full, h)
         body.append(_not_run(len(ABLATION_COLUMNS), f"**{h}-hop**"))
@@ -542,10 +537,10 @@ def ablation_tables(records: Records) -> dict[str, ResultTable]:
         complete = [(lb, rs) for lb, rs in [(DEFAULT_LABEL, base), *runs.items()] if len(rs) >= ABLATION_SAMPLE]
         if complete:
             ceil, n_ceil = ceiling(records, h, {r["qid"] for r in complete[0][1]})
-            goal += [[h, lb, *_goal_cells(rs, ceil, n_ceil)] for lb, rs in complete]
+            target += [[h, lb, *_target_cells(rs, ceil, n_ceil)] for lb, rs in complete]
     return {"ablations": table("ablations", "Keqing ablations on MetaQA dev (our reported part)", ABLATION_COLUMNS, body),
-            "goal": table("goal", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
-                          ["hops", "configuration", "Hits@1", "ceiling", "− ceiling (points)", "calls/q", "met"], goal),
+            "target": table("target", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
+                          ["hops", "configuration", "Hits@1", "ceiling", "− ceiling (points)", "calls/q", "met"], target),
             "parts": parts_table(records, full)}
 
 
@@ -589,7 +584,7 @@ def report_ablations(records: Records) -> str:
              "", "## Target on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
              "", "The target for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
              "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above (what the "
-             "current code makes). A gap of exactly 2.0 counts as within.", "", _md(t["goal"])]
+             "current code makes). A gap of exactly 2.0 counts as within.", "", _md(t["target"])]
     return "\n".join(lines + _parts_lines(t["parts"])) + "\n"
 
 
@@ -654,8 +649,8 @@ def _parts(records: Records, full: Records) -> list[str]:
     return _parts_lines(parts_table(records, full))
 
 
-def _goal_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> list[Any]:
-    """`Hits@1 | ceiling | − ceiling | calls/q | met` of the goal: within 2 points of the gold-path
+def _target_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> list[Any]:
+    """`Hits@1 | ceiling | − ceiling | calls/q | met` of the target: within 2 points of the gold-path
     ceiling (a gap of exactly 2.0 is within) at ≤ 3 LLM calls per question (what the current code makes)."""
     hits = float(np.mean([r["metrics"]["hits@1"] for r in recs]))
     calls = float(np.mean([calls_now(r) for r in recs]))

@@ -31,55 +31,45 @@ SIZES = {"simple": 161, "multihop": 88, "open": 50}  # the whole mini-world sets
 RUN_ARGS = ("--llm-mode", "auto", "--no-transcripts")  # the local model (default --llm)
 
 
-def report(records: Records) -> str:
+def t2_tables(records: Records) -> dict[str, ResultTable]:
+    """Every table of ``pgakv_table2.md``, as data (``.frame()`` for a notebook, ``.markdown()`` for the
+    report), by name: ``table2``, ``gains``, ``cost``, and once their runs have records ``variants``, ``cypher``,
+    ``funnel``, ``attribution`` and ``pruning``."""
     load = lambda s, m: records(f"t2_{s}.{m}")  # noqa: E731  ([] when not run)
-    rows, lines = {(s, m): summarize(load(s, m)) for s in SETS for m in METHODS if load(s, m)}, []
+    rows = {(s, m): summarize(load(s, m)) for s in SETS for m in METHODS if load(s, m)}
     metric = {s: "rouge_l" if s == "open" else "hits@1" for s in SETS}
-    lines.append("# PG&AKV on the full mini-world sets (local Qwen2.5-Coder-1.5B)\n")
-    lines.append("Every question of each set, dev and test together: the threshold-0.5 variant was found from the offline "
-                 "sweep at the end of this report, on these same questions. The results to cite — every number on the test "
-                 "split, with the paper's threshold 0.7 as the clean row — are in `pgakv_test.md`; the threshold chosen on "
-                 "the dev split there is not held out, since its candidate was found here on all questions, test included.\n")
-    lines.append("Hits@1 (simple, multihop) and ROUGE-L (open), 95% bootstrap CI; n = questions done.\n")
-    lines.append("| method | " + " | ".join(f"{s} ({metric[s]})" for s in SETS) + " |")
-    lines.append("|---|" + "---|" * len(SETS))
-    for m in METHODS:
-        cells = []
-        for s in SETS:
-            r = rows.get((s, m))
-            cells.append("—" if r is None else f"{r[metric[s]]:.3f} [{r[metric[s] + '_ci'][0]:.3f}, {r[metric[s] + '_ci'][1]:.3f}] (n={r['n']})")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines.append("\n## PG&AKV minus the best baseline, in points (the paper claims at least +7.5 / +11.5)\n")
-    lines.append("Gains with a paired bootstrap 95% CI over the same questions.\n")
-    lines.append("| set | PG&AKV | best KG-free (IO/CoT/SC) | gain [95% CI] | QSM | gain over QSM [95% CI] | paper's minimum gain |")
-    lines.append("|---|---|---|---|---|---|---|")
+    out = []
+
+    def ci(r, m):
+        return f"{r[m]:.3f} [{r[m + '_ci'][0]:.3f}, {r[m + '_ci'][1]:.3f}] (n={r['n']})"
+
+    out.append(table("table2", "Table 2 on the full mini-world sets", ["method", *(f"{s} ({metric[s]})" for s in SETS)],
+                     [[m, *("—" if (s, m) not in rows else ci(rows[s, m], metric[s]) for s in SETS)] for m in METHODS]))
+    body = []
     for s in SETS:
         pg, kg_free = load(s, "pgakv"), {m: load(s, m) for m in KG_FREE if load(s, m)}
         if not pg or not kg_free:
-            lines.append(f"| {s} | — | — | — | — | — | {CLAIM[s]} |")
+            body.append([s, "—", "—", "—", "—", "—", CLAIM[s]])
             continue
         best, best_mean, gain = best_baseline_gain(pg, kg_free, metric[s])
         q = rows.get((s, "qsm"))
-        qsm = f"{100 * q[metric[s]]:.1f} | {format_gain(paired_gain(pg, load(s, 'qsm'), metric[s]))}" if q else "— | —"
-        lines.append(f"| {s} | {100 * rows[s, 'pgakv'][metric[s]]:.1f} | {100 * best_mean:.1f} ({best}) | {format_gain(gain)} | "
-                     f"{qsm} | +{CLAIM[s]} |")
-    lines.append("\n## Cost per question\n")
-    lines.append("| set | method | n | errors | calls/q | tokens/q | s/q | LLM s/q (recorded) | outside LLM s/q | outside share |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
-    for (s, m), r in rows.items():
-        lines.append(f"| {s} | {m} | {r['n']} | {r['errors']} | {r['calls/q']:.2f} | {r['tokens/q']:.0f} | {r['s/q']:.2f} | "
-                     f"{r['llm_s/q (recorded)']:.2f} | {r['outside_llm_s/q']:.3f} | {r['outside_share']:.3f} |")
+        qsm = [f"{100 * q[metric[s]]:.1f}", format_gain(paired_gain(pg, load(s, "qsm"), metric[s]))] if q else ["—", "—"]
+        body.append([s, f"{100 * rows[s, 'pgakv'][metric[s]]:.1f}", f"{100 * best_mean:.1f} ({best})", format_gain(gain),
+                     *qsm, f"+{CLAIM[s]}"])
+    out.append(table("gains", "PG&AKV minus the best baseline, in points (the paper claims at least +7.5 / +11.5)",
+                     ["set", "PG&AKV", "best KG-free (IO/CoT/SC)", "gain [95% CI]", "QSM", "gain over QSM [95% CI]",
+                      "paper's minimum gain"], body))
+    out.append(table("cost", "Cost per question",
+                     ["set", "method", "n", "errors", "calls/q", "tokens/q", "s/q", "LLM s/q (recorded)",
+                      "outside LLM s/q", "outside share"],
+                     [[s, m, r["n"], r["errors"], f"{r['calls/q']:.2f}", f"{r['tokens/q']:.0f}", f"{r['s/q']:.2f}",
+                       f"{r['llm_s/q (recorded)']:.2f}", f"{r['outside_llm_s/q']:.3f}", f"{r['outside_share']:.3f}"]
+                      for (s, m), r in rows.items()]))
     variants = {(v, s): load(s, v) for v in VARIANTS for s in SETS if s != "open" and load(s, v)}
     if variants:
-        lines.append("\n## PG&AKV variants end to end: pruning threshold 0.5, no verification, both\n")
-        lines.append("Against the full method (threshold 0.7, with verification) on the same questions, paired bootstrap 95% "
-                     "CIs in points. `same sketch`: questions whose pseudo-graph reply is byte-identical to the full run's "
-                     "(the first LLM call does not depend on these settings). `gold in G_g`: full run → variant.\n")
-        lines.append("| variant | set | n | same sketch | full PG&AKV | variant | gain over full | gain over best KG-free "
-                     "| gain over QSM | gold in G_g | tokens/q | LLM s/q |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         hit = lambda rs: 100 * sum(r["metrics"]["hits@1"] for r in rs) / max(1, len(rs))  # noqa: E731
         gg = lambda rs: sum(gold_funnel(r)["G_g"] for r in rs) / max(1, len(rs))  # noqa: E731
+        body = []
         for (v, s), recs in variants.items():
             qids = {r["qid"] for r in recs}
             full = [r for r in load(s, "pgakv") if r["qid"] in qids]
@@ -87,48 +77,87 @@ def report(records: Records) -> str:
             row = summarize(recs)
             sketch = {r["qid"]: stage_output(r, "generate_pseudo_graph")["text"] for r in full}
             same_sketch = sum(stage_output(r, "generate_pseudo_graph")["text"] == sketch.get(r["qid"]) for r in recs)
-            lines.append(f"| {VARIANTS[v]} | {s} | {len(recs)} | {same_sketch}/{len(recs)} | {hit(full):.1f} | {hit(recs):.1f} | "
-                         f"{format_gain(paired_gain(recs, full, 'hits@1'))} | {format_gain(gain)} ({best}) | "
-                         f"{format_gain(paired_gain(recs, load(s, 'qsm'), 'hits@1'))} | {gg(full):.3f} → {gg(recs):.3f} | "
-                         f"{row['tokens/q']:.0f} | {row['llm_s/q (recorded)']:.1f} |")
+            body.append([VARIANTS[v], s, len(recs), f"{same_sketch}/{len(recs)}", f"{hit(full):.1f}", f"{hit(recs):.1f}",
+                         format_gain(paired_gain(recs, full, "hits@1")), f"{format_gain(gain)} ({best})",
+                         format_gain(paired_gain(recs, load(s, "qsm"), "hits@1")), f"{gg(full):.3f} → {gg(recs):.3f}",
+                         f"{row['tokens/q']:.0f}", f"{row['llm_s/q (recorded)']:.1f}"])
+        out.append(table("variants", "PG&AKV variants end to end: pruning threshold 0.5, no verification, both",
+                         ["variant", "set", "n", "same sketch", "full PG&AKV", "variant", "gain over full",
+                          "gain over best KG-free", "gain over QSM", "gold in G_g", "tokens/q", "LLM s/q"], body))
     pg = [rec for s in SETS for rec in load(s, "pgakv")]
     if pg:
-        lines.append("\n## Cypher written by the local model (all PG&AKV questions above)\n")
-        lines.append("| measure | value |")
-        lines.append("|---|---|")
-        for k, v in cypher_statistics(pg).items():
-            lines.append(f"| {k} | {v} |")
+        out.append(table("cypher", "Cypher written by the local model (all PG&AKV questions above)", ["measure", "value"],
+                         [[k, v] for k, v in cypher_statistics(pg).items()]))
     factoid = {s: load(s, "pgakv") for s in SETS if s != "open" and load(s, "pgakv")}
     if factoid:
-        lines.append("\n## Where the gold answer is lost (factoid sets, from each record's trace)\n")
-        lines.append("Share of questions whose graph at each stage holds a gold answer: sketch `G_p`, retrieved `G_t` "
-                     "(top-10 KG triples per sketch triple), ground graph `G_g` after pruning, verified graph `G_f`.\n")
-        lines.append("| set | n | G_p | G_t | G_g | G_f | Hits@1 |")
-        lines.append("|---|---|---|---|---|---|---|")
+        body = []
         for s, recs in factoid.items():
             f = [gold_funnel(r) for r in recs]
             share = {g: sum(x[g] for x in f) / len(f) for g in ("G_p", "G_t", "G_g", "G_f")}
             hits = sum(r["metrics"]["hits@1"] for r in recs) / len(recs)
-            lines.append(f"| {s} | {len(recs)} | " + " | ".join(f"{share[g]:.3f}" for g in share) + f" | {hits:.3f} |")
+            body.append([s, len(recs), *(f"{share[g]:.3f}" for g in share), f"{hits:.3f}"])
+        out.append(table("funnel", "Where the gold answer is lost (factoid sets, from each record's trace)",
+                         ["set", "n", "G_p", "G_t", "G_g", "G_f", "Hits@1"], body))
+        body = []
+        for s, recs in factoid.items():
+            causes = [c for c in (attribute_error(r) for r in recs) if c]
+            body.append([s, len(causes), *(f"{causes.count(c)} ({causes.count(c) / max(1, len(causes)):.0%})"
+                                           for c in ERROR_STAGES)])
+        out.append(table("attribution", "Each wrong answer attributed to the first stage that lost the gold answer",
+                         ["set", "wrong", *ERROR_STAGES], body))
+        sweep = {s: pruning_sweep(recs) for s, recs in factoid.items()}
+        first = next(iter(sweep.values()))
+        out.append(table("pruning", "Pruning re-scored offline (no LLM call): gold answer kept in `G_g`",
+                         ["k", "threshold", *(c for s in sweep for c in (f"{s}: gold in G_g", f"{s}: triples/q"))],
+                         [[row["k"], row["threshold"], *(c for rows_ in sweep.values() for c in
+                                                         (f"{rows_[i]['gold in G_g']:.3f}", rows_[i]["ground triples/q"]))]
+                          for i, row in enumerate(first)]))
+    return {t.name: t for t in out}
+
+
+def report(records: Records) -> str:
+    t = t2_tables(records)
+    lines = ["# PG&AKV on the full mini-world sets (local Qwen2.5-Coder-1.5B)\n"]
+    lines.append("Every question of each set, dev and test together: the threshold-0.5 variant was found from the offline "
+                 "sweep at the end of this report, on these same questions. The results to cite — every number on the test "
+                 "split, with the paper's threshold 0.7 as the clean row — are in `pgakv_test.md`; the threshold chosen on "
+                 "the dev split there is not held out, since its candidate was found here on all questions, test included.\n")
+    lines.append("Hits@1 (simple, multihop) and ROUGE-L (open), 95% bootstrap CI; n = questions done.\n")
+    lines.append(t["table2"].markdown())
+    lines.append(f"\n## {t['gains'].title}\n")
+    lines.append("Gains with a paired bootstrap 95% CI over the same questions.\n")
+    lines.append(t["gains"].markdown())
+    lines.append(f"\n## {t['cost'].title}\n")
+    lines.append(t["cost"].markdown())
+    if "variants" in t:
+        lines.append(f"\n## {t['variants'].title}\n")
+        lines.append("Against the full method (threshold 0.7, with verification) on the same questions, paired bootstrap 95% "
+                     "CIs in points. `same sketch`: questions whose pseudo-graph reply is byte-identical to the full run's "
+                     "(the first LLM call does not depend on these settings). `gold in G_g`: full run → variant.\n")
+        lines.append(t["variants"].markdown())
+    if "cypher" in t:
+        lines.append(f"\n## {t['cypher'].title}\n")
+        lines.append(t["cypher"].markdown())
+    if "funnel" in t:
+        lines.append(f"\n## {t['funnel'].title}\n")
+        lines.append("Share of questions whose graph at each stage holds a gold answer: sketch `G_p`, retrieved `G_t` "
+                     "(top-10 KG triples per sketch triple), ground graph `G_g` after pruning, verified graph `G_f`.\n")
+        lines.append(t["funnel"].markdown())
         lines.append("\nEach wrong answer attributed to the first stage that lost the gold answer (`verification` here: "
                      "`G_g` held it, `G_f` does not — trace-only; notebook 14 also measures the paper's counterfactual "
                      "definition against a run without verification).\n")
-        lines.append("| set | wrong | " + " | ".join(ERROR_STAGES) + " |")
-        lines.append("|---|---|" + "---|" * len(ERROR_STAGES))
-        for s, recs in factoid.items():
-            causes = [c for c in (attribute_error(r) for r in recs) if c]
-            lines.append(f"| {s} | {len(causes)} | " + " | ".join(
-                f"{causes.count(c)} ({causes.count(c) / max(1, len(causes)):.0%})" for c in ERROR_STAGES) + " |")
-        lines.append("\n## Pruning re-scored offline (no LLM call): gold answer kept in `G_g`\n")
+        lines.append(t["attribution"].markdown())
+        lines.append(f"\n## {t['pruning'].title}\n")
         lines.append("The paper's setting is k = subjects of `G_p`, threshold 0.7 (mean cosine of a subject's retrieved triples).\n")
-        sweep = {s: pruning_sweep(recs) for s, recs in factoid.items()}
-        lines.append("| k | threshold | " + " | ".join(f"{s}: gold in G_g | {s}: triples/q" for s in sweep) + " |")
-        lines.append("|---|---|" + "---|---|" * len(sweep))
-        first = next(iter(sweep.values()))
-        for i, row in enumerate(first):
-            lines.append(f"| {row['k']} | {row['threshold']} | " + " | ".join(
-                f"{rows_[i]['gold in G_g']:.3f} | {rows_[i]['ground triples/q']}" for rows_ in sweep.values()) + " |")
+        lines.append(t["pruning"].markdown())
     return "\n".join(lines) + "\n"
+
+
+def t2_frames(model: str | None = None) -> dict[str, Any]:
+    """``pgakv_table2.md``'s tables as DataFrames, from the saved records (of ``model``; default: the default model)."""
+    from .result_table import frames as to_frames
+
+    return to_frames(list(t2_tables(Records(TABLE, model)).values()))
 
 
 CELLS = tuple(Cell(f"t2_{s}.{m}", m, f"miniworld:{s}", SIZES[s], RUN_ARGS) for s in SETS for m in METHODS) + tuple(
@@ -745,26 +774,18 @@ def _against_paper(ours, paper: float) -> str:
 
 
 def _metaqa_sentence(records: Records | None = None) -> str:
-    """PG&AKV against QSM on the MetaQA KB, per hop, from complete cells only (``pgakv_metaqa``)."""
+    """The MetaQA KB in a sentence, under ``pgakv_metaqa``'s rule (complete cells only; the rest running or
+    not run yet): :func:`kgqa_lib.bench.pgakv_metaqa.summary`."""
     from . import pgakv_metaqa as PM
 
-    records = records or Records(PM.TABLE)
-    planned = {c.name: c.planned for c in PM.TABLE.cells}
-    full = lambda name: records(name) if len({r["qid"] for r in records(name)}) >= planned[name] else []  # noqa: E731
-    dev = [n for n in planned if n.startswith("dev_")]
-    hops = {h: _pair(full(f"pgakv_{h}hop"), full(f"qsm_{h}hop"), "hits@1") for h in PM.HOPS}
-    where = ("On the MetaQA KB (a real KG: WikiMovies, MetaQA dev, 100 questions per hop; "
-             "`results/bench/pgakv_metaqa.md`)")
-    if not any(hops.values()):
-        return (f"{where}, PG&AKV and QSM are {NOT_RUN}" + (" (the dev cells that choose the pruning threshold are still "
-                "running)." if not all(full(n) for n in dev) else "."))
-    return f"{where}, PG&AKV − QSM is " + ", ".join(f"{_g(g)} on {h}-hop" for h, g in hops.items()) + "."
+    return PM.summary(records or Records(PM.TABLE))
 
 
 def summary_main_results(load: Loader | None = None, metaqa: Records | None = None) -> str:
     """Notebook 11's summary: PG&AKV against the best KG-free baseline and against QSM on the mini-world test
     questions (with the paper's gains, and where ours go the other way), the clean row at the paper's
-    threshold, and PG&AKV against QSM on the MetaQA KB — every number from the saved records."""
+    threshold, and what is complete on the MetaQA KB (with PG&AKV against QSM once both cells of a hop are)
+    — every number from the saved records."""
     on = OnTest(load)
     if not on.chosen:
         return f"PG&AKV has {NOT_RUN} on the dev questions of the mini-world: nothing to summarise yet."

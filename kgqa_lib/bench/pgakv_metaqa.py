@@ -15,6 +15,7 @@ from the whole record when it is saved) and the sizes of each stage — no quest
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain
@@ -39,6 +40,11 @@ KG_FREE = ("io", "cot", "sc")
 ROWS = {"io": "IO", "cot": "CoT", "sc": "SC (3 samples)", "qsm": "QSM (question → top-10 KG triples)",
         "pgakv": "PG&AKV (threshold 0.7, the paper's)", "pgakv_chosen": "PG&AKV (threshold chosen on dev)",
         "pgakv_pg": "Pseudo-Graph only (Table 4: no KG)", "tog": "Think-on-Graph (baselines_metaqa's cells)"}
+#: the rows' names in sentences and in the notes of cells that wait for a run
+SHORT = {"io": "IO", "cot": "CoT", "sc": "SC", "qsm": "QSM", "pgakv": "PG&AKV (threshold 0.7)",
+         "pgakv_chosen": "PG&AKV (threshold chosen on dev)", "pgakv_pg": "Pseudo-Graph only", "tog": "Think-on-Graph"}
+NOT_RUN = "not run yet"
+NOT_MEASURED = "not measured yet"
 
 
 def _thr(t: float) -> str:
@@ -120,6 +126,9 @@ def choose(scores: dict[float, dict[str, Any]]) -> float | None:
 
 
 # ---------------------------------------------------------------- report
+# One rule everywhere (the report, its frames, notebook 11's summary): a cell is used only when it holds
+# its planned questions; until then it reads "running: n of N" ("not run yet" with none), and no claim
+# verdict or paired gain is drawn from it.
 MINI_WORLD_NOTE = ("Our 9.9k-triple mini-world (test split of `pgakv_test`, per-question G_base) beside the MetaQA KB "
                    "(every triple searched).")
 FUNNEL_NOTE = ("Share of questions with a gold answer in the pseudo-graph G_p, the retrieved triples G_t (top-10 per "
@@ -127,29 +136,74 @@ FUNNEL_NOTE = ("Share of questions with a gold answer in the pseudo-graph G_p, t
                "are means per question; non-LLM seconds = wall time outside the model per question.")
 
 
-def mini_world_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+@dataclass(frozen=True)
+class Run:
+    """One cell's saved records against the questions it is planned to hold. Its records count only when
+    it is complete (:attr:`done`); until then :meth:`status` says how far it is."""
+
+    records: tuple[dict[str, Any], ...]
+    planned: int
+
+    @property
+    def n(self) -> int:
+        return len({r["qid"] for r in self.records})
+
+    @property
+    def complete(self) -> bool:
+        return self.n >= self.planned
+
+    @property
+    def done(self) -> list[dict[str, Any]]:
+        """The records when the cell is complete, else none."""
+        return list(self.records) if self.complete else []
+
+    def status(self) -> str:
+        """``running: n of N`` while the cell is incomplete (``not run yet`` with no records); "" when complete."""
+        return "" if self.complete else f"running: {self.n} of {self.planned}" if self.n else NOT_RUN
+
+    def cell(self, metric: str = "hits@1") -> str:
+        """``mean [lo, hi] (n=…)`` in points when complete, else :meth:`status`."""
+        return ci_cell(self.done, metric) if self.complete else self.status()
+
+
+def status(have: int, want: int) -> str:
+    """What an incomplete cell reads: ``running: have of want``, or ``not run yet`` with nothing recorded."""
+    return f"running: {have} of {want}" if have else NOT_RUN
+
+
+def _mini_cell(part: str, method: str) -> str:
+    """A mini-world test-split cell (``pgakv_test``'s records) under the same rule."""
+    from ..evaluate import pgakv_analysis as pa
+
+    text = pa.cell_on_test(part, method)
+    return status(*pa.split_coverage(part, method)) if text.startswith(NOT_RUN) else text
+
+
+def mini_world_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
     """The mini-world's test-split cells (``pgakv_test``'s records, the same model) beside MetaQA's."""
     from ..evaluate import pgakv_analysis as pa
 
     body = []
     for m in ("io", "cot", "sc", "qsm", "pgakv", "pgakv_pg"):
-        body.append([ROWS[m], *(pa.cell_on_test(part, m) for part in pa.FACTOID),
-                     *(ci_cell(rows[m][h], "hits@1", empty="not run yet") for h in HOPS)])
+        body.append([ROWS[m], *(_mini_cell(part, m) for part in pa.FACTOID), *(rows[m][h].cell() for h in HOPS)])
     body.append(["PG&AKV − QSM (paired)", *(pa.gain_on_test(part, "pgakv", "qsm") for part in pa.FACTOID),
-                 *(_gain(rows["pgakv"][h], rows["qsm"][h]) for h in HOPS)])
+                 *(_gain(rows, "pgakv", "qsm", h) for h in HOPS)])
     return table("mini_world", "The mini-world beside the real KG",
                  ["method", "mini-world simple", "mini-world multi-hop", *(f"MetaQA {h}-hop" for h in HOPS)], body)
 
 
-def _tog(h: int) -> list[dict[str, Any]]:
-    return Records(get_table("baselines_metaqa"))(f"tog_metaqa_{h}hop")
+def _tog(h: int) -> Run:
+    table_ = get_table("baselines_metaqa")
+    name = f"tog_metaqa_{h}hop"
+    return Run(tuple(Records(table_)(name)), table_.cell(name).planned)
 
 
-def _rows(records: Records) -> dict[str, dict[int, list[dict[str, Any]]]]:
-    rows = {m: {h: records(f"{m}_{h}hop") for h in HOPS} for m in (*KG_FREE, "qsm", "pgakv", "pgakv_pg")}
+def _rows(records: Records) -> dict[str, dict[int, Run]]:
+    run = lambda name: Run(tuple(records(name)), REPORTED)  # noqa: E731
+    rows = {m: {h: run(f"{m}_{h}hop") for h in HOPS} for m in (*KG_FREE, "qsm", "pgakv", "pgakv_pg")}
     if CHOSEN is not None:
-        rows["pgakv_chosen"] = {h: records(f"pgakv_chosen_{h}hop") if CHOSEN != PAPER_THRESHOLD
-                                else records(f"pgakv_{h}hop") for h in HOPS}
+        rows["pgakv_chosen"] = {h: run(f"pgakv_chosen_{h}hop") if CHOSEN != PAPER_THRESHOLD
+                                else rows["pgakv"][h] for h in HOPS}
     rows["tog"] = {h: _tog(h) for h in HOPS}
     return rows
 
@@ -159,20 +213,35 @@ def _mean(recs: list[dict[str, Any]], key: str = "hits@1") -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _gain(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
-    if not a or not b:
-        return "—"
-    g = paired_gain(a, b, "hits@1")
-    return f"{format_gain(g)} (n={g[3]})" if g[3] else "—"
+def _waiting(rows: dict[str, dict[int, Run]], h: int, *methods: str) -> str:
+    """The cells among ``methods`` (at ``h`` hops) still running, for a comparison that waits for them."""
+    return "; ".join(f"{SHORT[m]} {rows[m][h].status()}" for m in methods if rows[m][h].n and not rows[m][h].complete)
 
 
-def _holds(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
-    """In words: is ``a`` above ``b`` on the shared questions (paired 95% CI)?"""
-    if not a or not b:
-        return "not measured yet"
-    mean, lo, hi, n = paired_gain(a, b, "hits@1")
-    if not n:
-        return "not measured yet"
+def _compared(rows: dict[str, dict[int, Run]], a: str, b: str, h: int) -> tuple[float, float, float, int] | None:
+    """``a − b`` at ``h`` hops, paired over the shared questions, when both cells are complete (else None)."""
+    if not (rows[a][h].complete and rows[b][h].complete):
+        return None
+    g = paired_gain(rows[a][h].done, rows[b][h].done, "hits@1")
+    return g if g[3] else None
+
+
+def _gain(rows: dict[str, dict[int, Run]], a: str, b: str, h: int) -> str:
+    g = _compared(rows, a, b, h)
+    if g is not None:
+        return f"{format_gain(g)} (n={g[3]})"
+    waiting = _waiting(rows, h, a, b)
+    return f"— ({waiting})" if waiting else "—"
+
+
+def _holds(rows: dict[str, dict[int, Run]], a: str, b: str, h: int) -> str:
+    """In words: is ``a`` above ``b`` at ``h`` hops on the shared questions (paired 95% CI)? Only once both
+    cells are complete."""
+    g = _compared(rows, a, b, h)
+    if g is None:
+        waiting = _waiting(rows, h, a, b)
+        return f"{NOT_MEASURED} ({waiting})" if waiting else NOT_MEASURED
+    mean, lo, hi, n = g
     if lo > 0:
         return f"holds ({100 * mean:+.1f} points, CI above 0, n={n})"
     if hi < 0:
@@ -183,40 +252,45 @@ def _holds(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
 def dev_table(scores: dict[float, dict[str, Any]]) -> ResultTable:
     body = []
     for t, sc in scores.items():
-        cells = [f"{100 * m:.1f} (n={n})" if m is not None else "not run yet" for m, n in sc["per_hop"].values()]
-        pooled = f"{100 * sc['pooled']:.1f} (n={sc['n']})" if sc["pooled"] is not None else "—"
+        cells = [f"{100 * m:.1f} (n={n})" if n >= DEV else status(n, DEV) for m, n in sc["per_hop"].values()]
+        pooled = f"{100 * sc['pooled']:.1f} (n={sc['n']})" if sc["n"] >= DEV * len(HOPS) else "—"
         body.append([t, *cells, pooled])
     return table("dev", "Threshold chosen on dev (Hits@1 on the dev part)",
                  ["threshold", *(f"{h}-hop" for h in HOPS), "pooled"], body)
 
 
-def results_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+def results_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
     body = []
     for m, per in rows.items():
         paper = PAPER_TABLE2.get(m.replace("_chosen", ""))
         paper_txt = f"{paper[0]} / {paper[1]}" if paper and m != "pgakv_chosen" else "—"
-        body.append([ROWS[m], *(ci_cell(per[h], "hits@1", empty="not run yet") for h in HOPS), paper_txt])
+        body.append([ROWS[m], *(per[h].cell() for h in HOPS), paper_txt])
     return table("results", "Results (MetaQA dev, our reported part), Hits@1",
                  ["method", *(f"{h}-hop" for h in HOPS), "paper (SimpleQuestions / QALD-10)"], body)
 
 
-def claims_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
-    best = {h: max(KG_FREE, key=lambda m: _mean(rows[m][h]) if rows[m][h] else -1) for h in HOPS}
+def _best_kg_free(rows: dict[str, dict[int, Run]], h: int) -> str:
+    """The KG-free baseline with the highest Hits@1 among the complete ones (the first while none is)."""
+    return max(KG_FREE, key=lambda m: (rows[m][h].complete, _mean(rows[m][h].done) or -1.0))
+
+
+def claims_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
+    best = {h: _best_kg_free(rows, h) for h in HOPS}
     body = [["PG&AKV above the best KG-free baseline (Table 2)",
-             *(f"vs {best[h]}: {_holds(rows['pgakv'][h], rows[best[h]][h])}" for h in HOPS)],
-            ["PG&AKV above QSM (Table 2)", *(_holds(rows["pgakv"][h], rows["qsm"][h]) for h in HOPS)],
-            ["Pseudo-Graph above CoT (Table 4)", *(_holds(rows["pgakv_pg"][h], rows["cot"][h]) for h in HOPS)],
-            ["PG&AKV above Pseudo-Graph (Table 4)", *(_holds(rows["pgakv"][h], rows["pgakv_pg"][h]) for h in HOPS)]]
+             *(f"vs {best[h]}: {_holds(rows, 'pgakv', best[h], h)}" for h in HOPS)],
+            ["PG&AKV above QSM (Table 2)", *(_holds(rows, "pgakv", "qsm", h) for h in HOPS)],
+            ["Pseudo-Graph above CoT (Table 4)", *(_holds(rows, "pgakv_pg", "cot", h) for h in HOPS)],
+            ["PG&AKV above Pseudo-Graph (Table 4)", *(_holds(rows, "pgakv", "pgakv_pg", h) for h in HOPS)]]
     return table("claims", "Which of the paper's claims hold on the real KG",
                  ["claim (paper)", *(f"{h}-hop" for h in HOPS)], body)
 
 
-def funnel_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
+def funnel_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
     body = []
     for h in HOPS:
-        recs = [r for r in rows["pgakv"][h] if (r.get("funnel") or {}).get("gold")]
+        recs = [r for r in rows["pgakv"][h].done if (r.get("funnel") or {}).get("gold")]
         if not recs:
-            body.append([h, 0, *(["—"] * 10)])
+            body.append([h, rows["pgakv"][h].status() or 0, *(["—"] * 10)])
             continue
         share = lambda k: f"{sum(1 for r in recs if r['funnel']['gold'].get(k)) / len(recs):.2f}"  # noqa: E731
         size = lambda k: f"{sum(r['funnel']['sizes'].get(k) or 0 for r in recs) / len(recs):.0f}"  # noqa: E731
@@ -229,11 +303,43 @@ def funnel_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTabl
                   "Cypher errors", "non-LLM s/q"], body)
 
 
-def gains_table(rows: dict[str, dict[int, list[dict[str, Any]]]]) -> ResultTable:
-    body = [[f"{ROWS[a]} − {ROWS[b]}", *(_gain(rows[a][h], rows[b][h]) for h in HOPS)]
+def gains_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
+    body = [[f"{ROWS[a]} − {ROWS[b]}", *(_gain(rows, a, b, h) for h in HOPS)]
             for a, b in (("pgakv", "qsm"), ("pgakv", "cot"), ("pgakv", "io"), ("pgakv_pg", "cot"),
                          ("pgakv", "pgakv_pg"), ("pgakv", "tog"))]
     return table("gains", "Paired gains", ["comparison", *(f"{h}-hop" for h in HOPS)], body)
+
+
+def summary(records: Records) -> str:
+    """Notebook 11's sentence on the MetaQA KB, under the report's rule: the complete cells with their
+    Hits@1, the cells still running, how many are not run yet, and PG&AKV − QSM on the hops where both
+    cells are complete."""
+    rows = _rows(records)
+    ours = [m for m in rows if m != "tog" and not (m == "pgakv_chosen" and CHOSEN == PAPER_THRESHOLD)]
+    where = ("On the MetaQA KB (a real KG: WikiMovies, MetaQA dev, 100 questions per hop; "
+             "`results/bench/pgakv_metaqa.md`)")
+    done = {h: [m for m in ours if rows[m][h].complete] for h in HOPS}
+    if any(done.values()):
+        said = (f"complete so far (Hits@1, points, {REPORTED} questions each): " + "; ".join(
+            f"{h}-hop " + ", ".join(f"{SHORT[m]} {ci_cell(rows[m][h].done, 'hits@1', with_n=False)}" for m in ms)
+            for h, ms in done.items() if ms))
+    else:
+        said = "no cell is complete yet"
+    running = [f"{SHORT[m]} {h}-hop ({rows[m][h].n} of {REPORTED})" for h in HOPS for m in ours
+               if rows[m][h].n and not rows[m][h].complete]
+    idle = sum(1 for h in HOPS for m in ours if not rows[m][h].n)
+    said += ("; still running: " + ", ".join(running) if running else "") + (
+        f"; the other {idle} cells are {NOT_RUN}" if idle else "")
+    scores = dev_scores(records)
+    if any(s["n"] < DEV * len(HOPS) for s in scores.values()):
+        said += " (the dev cells that choose the pruning threshold are not all complete)"
+    vs = {h: _compared(rows, "pgakv", "qsm", h) for h in HOPS}
+    if any(vs.values()):
+        said += (". PG&AKV − QSM is " + ", ".join(f"{format_gain(g) if g else NOT_MEASURED} on {h}-hop"
+                                                    for h, g in vs.items()))
+    else:
+        said += ". PG&AKV − QSM is not measured until both cells of a hop are complete"
+    return f"{where}: {said}."
 
 
 def result_tables(records: Records) -> dict[str, ResultTable]:
@@ -253,7 +359,9 @@ def report(records: Records) -> str:
              "semantic querying over the whole KG, `search_scope=kg`; QSM searches the same way). 1-hop stands "
              "for the paper's SimpleQuestions column, 2- and 3-hop for its multi-hop (QALD-10) column. Hits@1 in "
              "points with a 95% bootstrap CI; gains paired on the questions both runs answered. The local "
-             "Qwen2.5-Coder-1.5B instead of GPT-3.5; the paper's values are its Table 2 GPT-3.5 rows.", "",
+             "Qwen2.5-Coder-1.5B instead of GPT-3.5; the paper's values are its Table 2 GPT-3.5 rows. A cell counts "
+             "only once it holds all its questions: until then it reads \"running: n of N\" (\"not run yet\" with "
+             "none), and no claim or paired gain is drawn from it.", "",
              "## Threshold chosen on dev", "",
              f"Grid fixed before any run: thresholds {', '.join(str(t) for t in GRID)} (top-k the paper's 10); rule: "
              f"the highest dev Hits@1 pooled over the hops, ties to the value nearest the paper's {PAPER_THRESHOLD}. "

@@ -454,13 +454,18 @@ class RunContext:
                    progress=progress, workers=self.spec.workers, shard=self.spec.shard)
 
 
-def build_context(spec: RunSpec, *, dataset: Any = None, llm: Any = None) -> RunContext:
+def build_context(spec: RunSpec, *, dataset: Any = None, llm: Any = None, graph: Any = None,
+                  embedder: Any = None) -> RunContext:
     """The one context builder: :func:`plan`, then the LLM name checked (an API key where one is needed),
     the KG the method reads (a named one, an endpoint, or ``slices:`` — per-question slices of an endpoint,
     built when missing), the encoder when the method needs it, the LLM with its cache (transcripts per
     :attr:`RunPlan.transcripts`; a shard defers them, :class:`~kgqa_lib.llm.chat.LLMCache`) and the
     :class:`~kgqa_lib.methods.Context`. ``dataset``: a loaded dataset to use instead of loading the spec's;
-    ``llm``: an LLM object to use instead of making one from the spec's name (notebooks share one)."""
+    ``llm``: an LLM object to use instead of making one from the spec's name (notebooks share one);
+    ``graph``: the KG the plan names (``spec.kg`` or the dataset's), already loaded, and ``embedder``: an
+    encoder, to use instead of loading them again (notebooks share them between runs). They are given to
+    the method only where it reads them, as a loaded KG or encoder would be: a method that reads no KG gets
+    none, whatever ``graph`` is. ``graph`` is not compared with the name: it must be that KG."""
     from ..methods import Context, method_info
 
     p = plan(spec, dataset)
@@ -468,8 +473,10 @@ def build_context(spec: RunSpec, *, dataset: Any = None, llm: Any = None) -> Run
         from ..llm.chat import check_llm
 
         check_llm(spec.llm, spec.llm_mode)  # no API key: before any cache is opened
-    kg = embedder = None
-    if p.kg is not None:
+    kg, encoder = None, None
+    if p.kg is not None and graph is not None:
+        kg = graph
+    elif p.kg is not None:
         if p.kg.startswith("slices:"):  # cached per-question slices of an endpoint (built when missing)
             from ..kg.slices import kg_for_run
 
@@ -481,7 +488,7 @@ def build_context(spec: RunSpec, *, dataset: Any = None, llm: Any = None) -> Run
     if "embedder" in method_info(spec.method).needs:
         from ..embed.embedder import Embedder
 
-        embedder = Embedder()
+        encoder = embedder if embedder is not None else Embedder()
     if llm is None:
         from ..llm.chat import LLMCache, make_llm
 
@@ -490,23 +497,27 @@ def build_context(spec: RunSpec, *, dataset: Any = None, llm: Any = None) -> Run
         llm = make_llm(spec.llm, spec.llm_mode, cache=LLMCache(transcripts=True if p.transcripts else None,
                                                                defer=True if spec.shard else None),
                        timeout=spec.llm_timeout)
-    ctx = Context(llm=llm, kg=kg, embedder=embedder, settings=dict(p.settings), seed=spec.seed)
+    ctx = Context(llm=llm, kg=kg, embedder=encoder, settings=dict(p.settings), seed=spec.seed)
     return RunContext(p, ctx)
 
 
 def context_for(method: str, dataset: Any, *, llm: Any = None, llm_mode: str | None = None, kg: str | None = None,
-                seed: int = 0, sample: int | None = None, limit: int | None = None, no_transcripts: bool = False,
-                settings: Mapping[str, Any] | None = None, **more_settings: Any):
+                graph: Any = None, embedder: Any = None, seed: int = 0, sample: int | None = None,
+                limit: int | None = None, no_transcripts: bool = False, settings: Mapping[str, Any] | None = None,
+                **more_settings: Any):
     """The :class:`~kgqa_lib.methods.Context` a notebook runs ``method`` with on ``dataset`` (a name, or a
     loaded :class:`~kgqa_lib.data.datasets.Dataset`), built as ``kgqa run`` builds it
     (:func:`build_context`): the dataset's KG (or ``kg``) when the method reads one, with its name as the
     ``kg`` setting, the encoder when it needs one, the LLM (a name such as ``"local"``, or an LLM object
     to share) with the transcripts policy of the dataset. Settings come as ``settings`` and/or keywords:
-    ``context_for("keqing", "keqing:miniworld", llm=LLM, llm_mode=LLM_MODE, K=2)``."""
+    ``context_for("keqing", "keqing:miniworld", llm=LLM, llm_mode=LLM_MODE, K=2)``. A notebook that runs
+    several methods or settings shares what it loaded once: the LLM object, ``graph`` (the KG named by
+    ``kg`` or the dataset, loaded) and ``embedder`` — each given only to a method that reads it."""
     from ..data.datasets import Dataset
 
     loaded = dataset if isinstance(dataset, Dataset) else None
     spec = RunSpec(method=method, dataset=loaded.name if loaded is not None else dataset, kg=kg,
                    settings={**dict(settings or {}), **more_settings}, llm=llm if isinstance(llm, str) else None,
                    llm_mode=llm_mode, seed=seed, sample=sample, limit=limit, no_transcripts=no_transcripts)
-    return build_context(spec, dataset=loaded, llm=None if llm is None or isinstance(llm, str) else llm).ctx
+    return build_context(spec, dataset=loaded, llm=None if llm is None or isinstance(llm, str) else llm, graph=graph,
+                         embedder=embedder).ctx

@@ -186,7 +186,7 @@ def test_estimate_takes_a_configurations_calls_from_its_cells_on_other_datasets(
 
 
 def test_optional_cells_are_listed_and_estimated_apart(tmp_path, monkeypatch):
-    """A deviation beyond a table's acceptance (``Cell.optional``) is marked in `kgqa bench list` and its
+    """A deviation beyond what a table needs (``Cell.optional``) is marked in `kgqa bench list` and its
     questions and hours are split from those the table needs."""
     monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path / "results"))
     cells = (core.Cell("need", "io", "d1", 4), core.Cell("extra", "io", "d1", 2, optional="a deviation of ours"))
@@ -197,7 +197,7 @@ def test_optional_cells_are_listed_and_estimated_apart(tmp_path, monkeypatch):
     text = bench.format_estimate(bench.estimate(t, runs))
     assert "extra: 2 questions missing" in text and text.splitlines()[1].endswith("(optional)")
     assert text.splitlines()[-1] == ("  of which the cells the table needs: 3 questions, ≈ 0.0 h; the 1 optional cells "
-                                     "(deviations beyond the table's acceptance): 2 questions, ≈ 0.0 h")
+                                     "(deviations beyond what the table needs): 2 questions, ≈ 0.0 h")
     listing = "\n".join(core.status_table(t, runs))
     assert "0/2 cells complete, 0/6 questions (cells the table needs: 0/1 complete)" in listing  # saved ones count
     assert "1 more answered in results/runs/, not saved yet" in listing
@@ -419,9 +419,11 @@ def test_keqing_parts_cells_and_their_rows_beside_the_default():
     dec = {"diagnostics": {"decomposition": {"predicted_chain": [], "gold_chain": ["r"], "chain_correct": False,
                                              "seed_correct": True}}}
     llm = {"calls": 5, "prompt_tokens": 50, "completion_tokens": 5, "recorded_seconds": 1.0, "cache_hits": 0}
-    row = bench_keqing._ablation_row("released", [dict(released[0], **dec, stages={"calls": {"reasoning": 4}}, llm=llm,
-                                                       prediction=["x"])], [], chains=False)
-    assert "| — / 1.00 (n=1) |" in row
+    cells = bench_keqing._ablation_cells("released", [dict(released[0], **dec, stages={"calls": {"reasoning": 4}},
+                                                           llm=llm, prediction=["x"])], [], chains=False)
+    t = bench_keqing.table("ablations", "", bench_keqing.ABLATION_COLUMNS, [cells])  # the report's rows are a table's
+    assert t.frame().loc["released", "chain right / seed right"] == "— / 1.00 (n=1)"
+    assert "| — / 1.00 (n=1) |" in bench_keqing._md(t).splitlines()[2]
     # strip_full keeps the supplement's counts, and adds nothing to a record without them
     trace = [{"name": "execute_plan", "output": [[{"reasoning": {"mode": "select", "n_candidates": 3, "dense": 2,
                                                                  "dense_selected": 1}}], None]}]

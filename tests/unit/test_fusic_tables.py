@@ -41,15 +41,15 @@ def test_the_report_renders_the_same_tables_the_notebooks_get():
                         "metaqa1.zs_dense": [_rec(f"q{i}", 1.0, ("empty", "ok")) for i in range(4)]})
     tables = B.result_tables(records)
     text = B.report(records)
-    assert list(tables) == ["questions", "table2", "goal", "funnel", "depth", "kbbinder", "langchain", "cost", "table3",
-                            "shots", "exemplars", "table3_zero_shot", "gfllm", "rounds", "table7"]
+    assert list(tables) == ["questions", "table2", "deviations", "target", "funnel", "depth", "kbbinder", "langchain",
+                            "cost", "table3", "shots", "exemplars", "table3_zero_shot", "gfllm", "rounds", "table7"]
     for name, t in tables.items():
         assert isinstance(t, ResultTable) and t.rows, name
-        if name != "goal":  # the goal is rendered as a list (below)
+        if name != "target":  # the target is rendered as a list (below)
             assert B._md(t, "  | | |  |" if name == "table2" else None) in text, name
             assert f"## {t.title}" in text or f"### {t.title}" in text or name == "funnel", name
-    goal = tables["goal"].frame()
-    assert "not run yet" in set(goal["goal"]) and "  - mini-world (Wikidata-style) → MetaQA dev (our reported part), 1-hop: F1 " \
+    goal = tables["target"].frame()
+    assert "not run yet" in set(goal["target"]) and "  - mini-world (Wikidata-style) → MetaQA dev (our reported part), 1-hop: F1 " \
         "75.0, 3.00 LLM calls/q (re-rank + generation + feedback) — not met (n=4)" in text
     # the same values reach a notebook as a DataFrame: the w/o re-ranking row's paired gain, the cost row
     t3 = tables["table3"].frame()
@@ -58,6 +58,24 @@ def test_the_report_renders_the_same_tables_the_notebooks_get():
     cost = tables["cost"].frame().loc["metaqa1.fs_dense"]
     assert list(cost.iloc[:4]) == [4, "2.00", "1.00", "0.00"]
     assert not hasattr(B, "report_section")  # notebooks get tables, not Markdown sections to split
+
+
+def test_what_differs_from_the_paper_is_printed_once_per_deviation():
+    """Table 2's rows carry no repeated note: one deviation table gives each note once, with the rows it
+    applies to; the two gf-LLM notes are one, the zero-shot one saying only what changes."""
+    records = _cells()
+    t2 = B.result_tables(records)["table2"]
+    assert "what differs" not in t2.columns and list(t2.columns[-4:]) == ["calls/q", "tokens/q", "s/q", "cache hits"]
+    text = B.report(records)
+    run = [c for c in B.CONFIGS if any(B.cell_name(p, c) in B._NAMES for p in B.PAIRS)]
+    for note in [*B.PAIR_NOTE.values(), *(B.RETRIEVER_NOTE[c] for c in run)]:
+        assert text.count(f"| {note} |") == 1, note[:60]  # a cell of the deviation table, and no other
+    dev = {r[0]: r[1] for r in B.deviations_table().rows}
+    assert all(any(f"`{c}` {B.CONFIGS[c][2]}" in k for k in dev) for c in run)  # every configuration has its row
+    assert dev["every configuration on MetaQA 1-hop, MetaQA 2-hop, MetaQA 3-hop"] == B.PAIR_NOTE["metaqa"]
+    gf = [v for k, v in dev.items() if "gf-LLM" in k]
+    assert len(gf) == 2 and gf[1].startswith("as fs_gfllm, zero-shot") and len(gf[1]) < len(gf[0]) / 3
+    assert text.count("gf-LLM as the paper runs it") == 1
 
 
 def test_md_keeps_the_reports_layout_of_rows_without_records():
@@ -132,10 +150,33 @@ def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way()
         return []
     text = B.summary_ablations(cell)
     assert "w/o EGF —/—/—/—" not in text and "w/o EGF -100.0/-100.0/-100.0/-100.0 (the paper: -4.2)" in text
-    assert "w/o re-ranking costs points (95% CI excluding 0) on no pair" in text
-    assert "w/o EGF costs points (95% CI excluding 0) on MetaQA 1-hop, MetaQA 2-hop, MetaQA 3-hop, GrailQA-Tech" in text
+    assert "Where ours goes the other way — on no pair" in text
+    assert ("As in the paper, removing the component costs points (95% CI below 0): w/o EGF on MetaQA 1-hop, MetaQA "
+            "2-hop, MetaQA 3-hop, GrailQA-Tech.") in text
     assert "on MetaQA 1-hop F1 goes 60.0 → 100.0 from round 0 to 4" in text and "0 of 2 on 1-hop" in text
     assert "Table 7 (FuSIC(T) few-shot" in text and "MetaQA 1-hop 0.0 → 0.0" in text
+
+
+def test_the_ablation_summary_names_the_components_whose_removal_does_not_cost():
+    """The paper's every ablation costs points; ours goes the other way where removing a component gains
+    (or does not cost, said with its CI), and agrees where it costs."""
+    n = 20
+    full = [_rec(f"q{i}", float(i % 2)) for i in range(n)]
+    have = {f"{p}.fs_dense": full for p in (*B.METAQA, "gtech")}
+    have["metaqa1.fs_dense_norr"] = [_rec(f"q{i}", 1.0) for i in range(n)]  # removing re-ranking gains: +50
+    have["gtech.fs_dense_sexpr"] = list(full)  # the same answers: +0.0 [+0.0, +0.0]
+    have["metaqa2.fs_dense_noegf"] = [_rec(f"q{i}", 0.0) for i in range(n)]  # removing EGF costs: -50
+    have["metaqa3.fs_dense_noegf"] = [_rec(f"q{i}", float(i % 2) if i != 1 else 0.0) for i in range(n)]  # -5, CI incl. 0
+    text = B.summary_ablations(lambda cell: have.get(cell, []))
+    assert ("Where ours goes the other way — removing the component gains, 95% CI above 0: w/o re-ranking on MetaQA "
+            "1-hop +50.0 [") in text
+    assert "removing the component does not cost, though the 95% CI includes 0: w/o SPARQL (s-expressions) on " \
+           "GrailQA-Tech +0.0 [+0.0, +0.0]" in text
+    assert "As in the paper, removing the component costs points (95% CI below 0): w/o EGF on MetaQA 2-hop." in text
+    assert "Below 0 with a 95% CI including 0: w/o EGF on MetaQA 3-hop." in text
+    assert "costs points (95% CI excluding 0) on no pair" not in text
+    assert [B.ablation_side(g) for g in ((0.1, 0.05, 0.2, 9), (0.0, 0.0, 0.0, 9), (-0.1, -0.2, -0.01, 9),
+                                         (-0.1, -0.2, 0.05, 9), None)] == ["gains", "no cost", "costs", "unsettled", None]
 
 
 def _whole(qid, f1, statuses):

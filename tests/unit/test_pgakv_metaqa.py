@@ -120,3 +120,61 @@ def test_the_report_renders_the_same_tables_the_notebooks_get():
         df = frames[name]
         assert len(df) == len(t.rows) and list(df.columns) == list(t.columns[1:])
         assert [str(i) for i in df.index] == [str(r[0]) for r in t.rows]
+
+
+# ---------------------------------------------------------------- one rule: a cell counts only when complete
+def _rec(qid, hit):
+    return {"qid": qid, "metrics": {"hits@1": hit}, "seconds": 2.0, "error": None,
+            "llm": {"calls": 3, "prompt_tokens": 10, "completion_tokens": 2, "seconds": 1.0, "recorded_seconds": 1.0,
+                    "cache_hits": 0},
+            "funnel": {"gold": {"G_p": False, "G_t": True, "G_g": hit > 0, "G_f": hit > 0},
+                       "sizes": {"searched": 10, "G_t": 5, "G_g": 2, "G_f": 1}, "cypher_error": False}}
+
+
+def _synthetic(pgakv_questions):
+    """IO, CoT, SC and QSM complete on 1-hop (QSM right on 71 of 100), PG&AKV right on none of its
+    ``pgakv_questions`` 1-hop questions; every other cell empty."""
+    cells = {f"{m}_1hop": [_rec(f"q{i}", float(i < k)) for i in range(PM.REPORTED)]
+             for m, k in (("io", 10), ("cot", 8), ("sc", 5), ("qsm", 71))}
+    cells["pgakv_1hop"] = [_rec(f"q{i}", 0.0) for i in range(pgakv_questions)]
+    return lambda name: cells.get(name, [])
+
+
+def test_an_incomplete_cell_reads_running_and_no_verdict_or_gain_is_drawn_from_it():
+    records = _synthetic(75)
+    t = PM.result_tables(records)
+    results = {r[0]: r for r in t["results"].rows}
+    assert results[PM.ROWS["pgakv"]][1] == "running: 75 of 100"
+    assert results[PM.ROWS["qsm"]][1].startswith("71.0 [") and results[PM.ROWS["pgakv"]][2] == "not run yet"
+    claims = " ".join(str(c) for r in t["claims"].rows for c in r[1:])
+    assert "goes the other way" not in claims and "holds" not in claims and "points" not in claims
+    assert "not measured yet (PG&AKV (threshold 0.7) running: 75 of 100)" in claims
+    gains = [r[1] for r in t["gains"].rows if r[0].startswith(PM.ROWS["pgakv"])]
+    assert gains and all(g.startswith("— (") and "[" not in g for g in gains)
+    mini = {r[0]: r for r in t["mini_world"].rows}
+    assert mini[PM.ROWS["pgakv"]][3] == "running: 75 of 100" and mini["PG&AKV − QSM (paired)"][3].startswith("— (")
+    assert t["funnel"].rows[0][1] == "running: 75 of 100" and t["funnel"].rows[0][2] == "—"
+    frames = {name: tab.frame() for name, tab in t.items()}
+    assert frames["results"].loc[PM.ROWS["pgakv"], "1-hop"] == "running: 75 of 100"  # the notebook sees the same
+
+
+def test_a_complete_cell_gives_its_verdicts_and_gains():
+    t = PM.result_tables(_synthetic(PM.REPORTED))
+    claims = {r[0]: r for r in t["claims"].rows}
+    assert claims["PG&AKV above QSM (Table 2)"][1].startswith("goes the other way (-71.0 points, CI below 0, n=100)")
+    assert next(r for r in t["results"].rows if r[0] == PM.ROWS["pgakv"])[1].startswith("0.0 [0.0, 0.0] (n=100)")
+    assert t["funnel"].rows[0][1] == 100
+
+
+def test_the_summary_says_what_is_complete_and_what_is_running():
+    from kgqa_lib.bench import pgakv as P
+
+    text = P._metaqa_sentence(_synthetic(75))
+    assert "not run yet" in text and "PG&AKV and QSM are not run yet" not in text
+    assert "complete so far (Hits@1, points, 100 questions each): 1-hop IO 10.0 [" in text and "QSM 71.0 [" in text
+    assert "still running: PG&AKV (threshold 0.7) 1-hop (75 of 100)" in text
+    assert "PG&AKV − QSM is not measured until both cells of a hop are complete" in text
+    done = PM.summary(_synthetic(PM.REPORTED))
+    assert "PG&AKV − QSM is -71.0 [" in done and "on 1-hop, not measured yet on 2-hop" in done
+    assert "still running" not in done
+    assert "no cell is complete yet" in PM.summary(lambda name: [])

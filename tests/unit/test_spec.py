@@ -205,6 +205,34 @@ def test_context_for_is_what_notebooks_built_by_hand(tmp_path, monkeypatch):
     assert context_for("io", "tiny:films", llm=llm).kg is None
 
 
+def test_a_notebook_shares_the_kg_and_encoder_it_loaded_once(tmp_path, monkeypatch):
+    """``graph``/``embedder``: objects loaded once serve every run of a notebook; nothing is loaded again, each is
+    given only to a method that reads it, and the run's settings and config are those of the built context."""
+    from kgqa_lib.data.datasets import load_dataset
+    from kgqa_lib.embed import embedder as embed_mod
+    from kgqa_lib.kg import sources
+    from kgqa_lib.llm.chat import make_llm
+
+    _env(tmp_path, monkeypatch)
+    ds, llm = load_dataset("tiny:films"), make_llm("local", "replay")
+    graph, encoder = sources.load_named("tiny"), embed_mod.Embedder()
+    built = context_for("qsm", ds, llm=llm, seed=2)  # loads its own
+    monkeypatch.setattr(embed_mod, "Embedder", lambda *a, **k: pytest.fail("an encoder was made again"))
+    shared = {"llm": llm, "graph": graph, "embedder": encoder, "seed": 2}
+    fusic = context_for("fusic", "fusic:geo-wd>cinema-fb:test", **shared)  # (its check loads its task's KGs)
+    assert fusic.kg is None and fusic.embedder is encoder
+    monkeypatch.setattr(sources, "load_named", lambda *a, **k: pytest.fail("the KG was loaded again"))
+    qsm = context_for("qsm", ds, **shared)
+    assert qsm.kg is graph and qsm.embedder is encoder and qsm.llm is llm
+    assert (qsm.settings, qsm.seed) == (built.settings, built.seed) == ({"kg": "tiny"}, 2)
+    tog = context_for("tog", ds, kg="tiny", width=2, **shared)
+    assert tog.kg is graph and tog.embedder is None and tog.settings == {"kg": "tiny", "width": 2}
+    io = context_for("io", ds, **shared)
+    assert io.kg is None and io.embedder is None and io.settings == {}
+    with pytest.raises(UsageError, match="io reads no KG"):  # a KG's name is still a choice of the run
+        context_for("io", ds, kg="tiny", **shared)
+
+
 # ---------------------------------------------------------------- silent defaults are errors
 def _dataset_without_kg(tmp):
     (tmp / "mine.jsonl").write_text('{"qid": "q1", "question": "who directed Inception", '

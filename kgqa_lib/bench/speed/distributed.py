@@ -5,8 +5,8 @@ fake OpenAI-compatible server (1 s a call, no model), and the engine's overhead 
 
 Writes ``results/bench/distributed.json`` and ``.md``. One shard per worker (shards = workers),
 each a ``kgqa run --shard i/n`` subprocess with its own fresh cache (every call reaches the server),
-one question at a time inside a shard (``--workers 1``): the speed-up is the cluster's alone. Goal:
-N workers ≥ 0.8·N× the questions/s of one worker. What it measures, :mod:`kgqa_lib.distributed`
+one question at a time inside a shard (``--workers 1``): the speed-up is the cluster's alone. The table's
+target: N workers ≥ 0.8·N× the questions/s of one worker. What it measures, :mod:`kgqa_lib.distributed`
 and :mod:`kgqa_lib.servers`, is the app layer: the caller passes them in."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def report(d: dict[str, Any]) -> str:
         f"time inside a shard. {d['engine']}, Python {d['python']}, {d['cores']} cores"
         + (f" (load average {load[0]:.1f} at the end: the machine is shared)" if load else "") + ".",
         "",
-        "| workers | shards | questions | wall s | questions/s | speed-up | speed-up / N (goal ≥ 0.8) | fixed cost per shard s | overhead per question s | queued s | cluster start s |",
+        "| workers | shards | questions | wall s | questions/s | speed-up | speed-up / N (the table's target: ≥ 0.8) | fixed cost per shard s | overhead per question s | queued s | cluster start s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in d["rows"]:
