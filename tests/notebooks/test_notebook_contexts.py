@@ -12,16 +12,6 @@ import pytest
 
 from kgqa_lib.notebooks import notebook_paths
 
-#: Notebooks not moved yet, each with what is left: the hand-built contexts to replace by
-#: ``context_for(method, dataset, llm=…, graph=…, embedder=…, settings=…, seed=SEED)``
-NOT_MOVED_YET = {
-    "10_pgakv_walkthrough.ipynb": "the walkthrough's PG&AKV context (the mini-world KG, an encoder)",
-    "20_fusic_walkthrough.ipynb": "the walkthrough's FuSIC context and the two per-question ones built from it",
-    "40_kbbinder_walkthrough.ipynb": "the walkthrough's KB-BINDER context (the mini-world KG, an encoder)",
-    "41_tog_walkthrough.ipynb": "the walkthrough's ToG context and the one its last section builds from it",
-}
-
-
 def constructed_contexts(source: str) -> list[int]:
     """Lines of ``source`` (a code cell) that call ``Context(…)`` (or ``….Context(…)``)."""
     tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()))
@@ -40,13 +30,5 @@ def test_no_notebook_builds_a_context_by_hand(path):
     cells = json.loads(path.read_text())["cells"]
     found = [f"cell {i} line {line}" for i, c in enumerate(cells) if c["cell_type"] == "code"
              for line in constructed_contexts("".join(c["source"]))]
-    if path.name in NOT_MOVED_YET:
-        assert found, f"{path.name} builds no Context by hand any more: drop it from NOT_MOVED_YET"
-        return
     assert not found, (f"{path.name} builds a Context by hand ({', '.join(found)}): use "
                        "kgqa_lib.evaluate.spec.context_for(method, dataset, llm=…, graph=…, embedder=…, settings=…)")
-
-
-def test_the_notebooks_not_moved_yet_exist():
-    names = {p.name for p in notebook_paths()}
-    assert set(NOT_MOVED_YET) <= names, sorted(set(NOT_MOVED_YET) - names)
