@@ -81,6 +81,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: prefix cache ({st['prefix_cache']} states): {st['calls']} live call(s), {st['prompt_tokens']} "
               f"prompt tokens, {st['evaluated']} evaluated, {st['reused']} reused, of which {st['reused_from_states']} "
               f"from {st['state_loads']} loaded state(s) ({st['state_seconds']} s saving/loading)", file=sys.stderr)
+    if getattr(llm.backend, "batches", False) and llm.backend.stats["calls"]:  # local?batch=N: what went together
+        st = llm.backend.prefix_stats()
+        print(f"note: samples decoded together (batch {llm.backend.batch}): {st['together']} of {st['calls']} live "
+              f"call(s), in {st['decode_calls']} decode call(s) of {st['decode_rows']} rows after their prompts; "
+              f"{st['evaluated']} of {st['prompt_tokens']} prompt tokens evaluated", file=sys.stderr)
     print(format_table(pd.DataFrame([summarize(records)])))
     return 0
 

@@ -26,9 +26,36 @@ def metric_bars(ax, table, metric: str, label_col: str = "method"):
     return ax
 
 
+GOLD = "#DD8452"  # the colour of a gold answer in every graph drawing
+
+
+def is_gold(name: str, highlight) -> bool:
+    """Whether a drawn node names a gold answer: its text, or its text before a " (…)" note such as a vote
+    count, equals one of ``highlight`` (case-insensitive)."""
+    text = str(name).lower()
+    return any(text == h or text.startswith(h + " (") for h in {str(h).lower() for h in highlight})
+
+
+def gold_legend(ax, highlight, drawn) -> None:
+    """The legend entry of the gold colour: "gold answer" when a drawn node is gold, else a line that says
+    the drawing does not reach the gold answer (named). Nothing without ``highlight``."""
+    from matplotlib.patches import Patch
+
+    highlight = [str(h) for h in highlight]
+    if not highlight:
+        return
+    named = ", ".join(highlight[:3]) + (f" … and {len(highlight) - 3} more" if len(highlight) > 3 else "")
+    if any(is_gold(n, highlight) for n in drawn):
+        handle = Patch(facecolor=GOLD, edgecolor="#4C72B0", label=f"gold answer ({named})")
+    else:
+        handle = Patch(facecolor="white", edgecolor="#999999", label=f"gold answer not in this drawing: {named}")
+    ax.legend(handles=[handle], loc="upper left", bbox_to_anchor=(0.0, 0.0), fontsize=7, frameon=False)
+
+
 def draw_triples(ax, triples, title: str = "", highlight=(), color: str = "#4C72B0", max_triples: int = 25):
     """A small knowledge graph drawn from ``(s, r, o)`` triples (networkx spring layout, fixed seed).
-    Nodes named in ``highlight`` (e.g. the gold answers) are drawn in orange."""
+    Nodes named in ``highlight`` (e.g. the gold answers) are drawn in orange, with a legend entry saying so
+    (or that the drawing does not reach them: :func:`gold_legend`)."""
     import textwrap
 
     import networkx as nx
@@ -42,13 +69,13 @@ def draw_triples(ax, triples, title: str = "", highlight=(), color: str = "#4C72
         ax.text(0.5, 0.5, "(empty)", ha="center", va="center", transform=ax.transAxes)
         return ax
     pos = nx.spring_layout(g, seed=0, k=1.6 / max(1, g.number_of_nodes()) ** 0.5)
-    hl = {str(h).lower() for h in highlight}
-    colors = ["#DD8452" if n.lower() in hl else color for n in g.nodes]
+    colors = [GOLD if is_gold(n, highlight) else color for n in g.nodes]
     nx.draw_networkx_nodes(g, pos, ax=ax, node_color=colors, node_size=260, alpha=0.85)
     nx.draw_networkx_edges(g, pos, ax=ax, arrows=True, arrowsize=10, edge_color="#888888", width=1.0)
     nx.draw_networkx_labels(g, pos, ax=ax, labels={n: "\n".join(textwrap.wrap(n, 18)) for n in g.nodes}, font_size=7)
     edge_labels = {(u, v): d["label"] for u, v, d in g.edges(data=True)}
     nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=edge_labels, font_size=6, font_color="#444444")
+    gold_legend(ax, highlight, g.nodes)
     return ax
 
 
@@ -56,10 +83,10 @@ def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_laye
     """A reasoning path as columns: ``layers[i]`` are the entities reached after step ``i``
     (layer 0: the seeds), ``edges`` are ``(layer, from, to)`` links drawn between neighbouring
     columns. A column with more entities than ``max_per_layer`` shows a "+N more" box. Entities
-    named in ``highlight`` (the gold answers) are drawn in orange."""
+    named in ``highlight`` (the gold answers; a box whose text before " (" names one too) are drawn in
+    orange, with a legend entry saying so or that no drawn box is gold (:func:`gold_legend`)."""
     import textwrap
 
-    hl = {str(h).lower() for h in highlight}
     pos: dict[tuple[int, str], tuple[float, float]] = {}
     for i, layer in enumerate(layers):
         shown = list(layer)[:max_per_layer]
@@ -69,7 +96,7 @@ def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_laye
             pos[i, str(name)] = (i, y)
             ax.text(i, y, "\n".join(textwrap.wrap(str(name), 16)), ha="center", va="center", fontsize=7,
                     bbox={"boxstyle": "round,pad=0.3", "alpha": 0.9,
-                          "facecolor": "#DD8452" if str(name).lower() in hl else "#DCE6F2", "edgecolor": "#4C72B0"})
+                          "facecolor": GOLD if is_gold(name, highlight) else "#DCE6F2", "edgecolor": "#4C72B0"})
         if len(layer) > max_per_layer:
             ax.text(i, 1 - (n - 0.5) / n, f"+{len(layer) - max_per_layer} more", ha="center", va="center",
                     fontsize=7, color="#555555")
@@ -83,6 +110,7 @@ def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_laye
     ax.set_xlim(-0.5, len(layers) - 0.5)
     ax.set_ylim(-0.05, 1.25)
     ax.axis("off")
+    gold_legend(ax, highlight, [name for _, name in pos])
     return ax
 
 

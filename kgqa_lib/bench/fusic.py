@@ -1373,29 +1373,54 @@ def figure_table7(t7: ResultTable):
     return fig
 
 
-def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_dense", "fs_both")):
+def live_seconds(recs: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """(mean seconds per question a live run takes, share of LLM calls answered from the cache) for
+    FuSIC records: the LLM-free stages (retrieval, exemplars) as measured plus every LLM call's live
+    seconds (``llm.recorded_seconds``, which a cache hit carries from its recording); None without them."""
+    rows = [r for r in recs if r.get("stages") and (r.get("llm") or {}).get("recorded_seconds") is not None]
+    if not rows:
+        return None
+    live = _mean([r["stages"]["seconds"]["retrieval"] + r["stages"]["seconds"]["exemplars"]
+                  + r["llm"]["recorded_seconds"] for r in rows])
+    calls = sum(r["llm"].get("calls", 0) for r in rows)
+    return live, (sum(r["llm"].get("cache_hits", 0) for r in rows) / calls if calls else 0.0)
+
+
+def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_dense", "fs_both"),
+                 records: Records | None = None):
     """Seconds per question by stage (the report's cost table ``cost``) as stacked bars, one bar per cell of
-    ``configs``, beside the paper's appendix A.5 (GPT-4, one retriever)."""
+    ``configs``, beside the paper's appendix A.5 (GPT-4, one retriever). A call answered from the cache
+    takes no time in its stage; with ``records`` each bar gets a black tick at what the question takes
+    live (:func:`live_seconds`) and its label the share of calls from the cache. A stage no bar shows
+    (under 0.5% of the widest bar) is left out of the legend."""
     import matplotlib.pyplot as plt
 
     stages = ("retrieval", "re-rank", "exemplars", "generation", "feedback")
     rows = sorted((r for r in cost.rows if r[0].split(".")[1] in configs and r[6] != ""),
                   key=lambda r: (list(PAIRS).index(r[0].split(".")[0]), configs.index(r[0].split(".")[1])))
+    live = {r[0]: live_seconds(records(r[0])) if records is not None else None for r in rows}
     bars = [("paper, A.5 (GPT-4)", [PAPER_STAGE_S["retrieval"], PAPER_STAGE_S["rerank"], 0.0,
-                                    PAPER_STAGE_S["generation"], PAPER_STAGE_S["feedback"]])]
-    bars += [(f"{r[0]} (n={r[1]})", [float(x) for x in r[6:11]]) for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.6))
+                                    PAPER_STAGE_S["generation"], PAPER_STAGE_S["feedback"]], None)]
+    bars += [(f"{r[0]} (n={r[1]}" + (f", {live[r[0]][1]:.0%} of calls cached" if live[r[0]] else "") + ")",
+              [float(x) for x in r[6:11]], live[r[0]][0] if live[r[0]] else None) for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.8))
     left = [0.0] * len(bars)
+    widest = max(max(sum(b[1]) for b in bars), max((b[2] or 0.0) for b in bars)) or 1.0
     for k, stage in enumerate(stages):
         widths = [b[1][k] for b in bars]
-        ax.barh(range(len(bars)), widths, left=left, color=f"C{k}", label=stage)
+        ax.barh(range(len(bars)), widths, left=left, color=f"C{k}",
+                label=stage if max(widths) >= 0.005 * widest else "_nolegend_")
         left = [a + b for a, b in zip(left, widths)]
+    ticks = [(i, b[2]) for i, b in enumerate(bars) if b[2] is not None]
+    if ticks:
+        ax.scatter([t[1] for t in ticks], [t[0] for t in ticks], marker="|", s=120, color="black", zorder=3,
+                   label="live total (cache hits at their recorded seconds)")
     ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("seconds per question (wall time on 2 shared CPU cores; a call answered from the cache takes none)",
-                  fontsize=8)
+    ax.set_xlabel("seconds per question (wall time on 2 shared CPU cores; bars: this run, where a call answered "
+                  "from the cache takes none)", fontsize=8)
     ax.set_title("Cost per question by stage: FuSIC(T) few- and zero-shot, FuSIC(T,P) few-shot", fontsize=9)
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     fig.tight_layout()
     return fig
 

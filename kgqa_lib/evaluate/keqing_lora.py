@@ -131,6 +131,35 @@ def accuracy(runs):
     return acc
 
 
+def figure_multihop(runs):
+    """What the headline counts, as a figure: per decomposer, the share of the multi-hop (2- and 3-hop) test
+    questions decomposed right, with its 95% Wilson interval and "k of n" on the bar."""
+    import matplotlib.pyplot as plt
+
+    from .metrics import wilson_interval
+
+    multi = runs[runs["hops"] > 1]
+    order = list(dict.fromkeys(runs["decomposer"]))
+    rows = [(name, int(multi[multi["decomposer"] == name]["correct"].sum()), int((multi["decomposer"] == name).sum()))
+            for name in order]
+    fig, ax = plt.subplots(figsize=(5.8, 0.45 * len(rows) + 1.3))
+    for y, (name, k, n) in enumerate(rows):
+        low, high = wilson_interval(k, n)
+        share = k / n if n else 0.0
+        ax.barh(y, share, 0.6, color="#55A868" if name.startswith("LoRA") else "#4C72B0" if name.startswith("ICL")
+                else "#999999", xerr=[[share - low], [high - share]] if n else None, capsize=3, ecolor="0.3")
+        ax.text(min(high if n else share, 1.0) + 0.02, y, f"{k} of {n}", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [name for name, _, _ in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlim=(0, 1.2), xlabel="share of multi-hop questions decomposed right (95% Wilson interval)")
+    ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])  # room right of 1 for the counts, no share above it
+    ax.set_title(f"Decomposers of the mini-world multi-hop test questions (2- and 3-hop, n={multi['qid'].nunique()})",
+                 fontsize=9)
+    ax.xaxis.label.set_fontsize(8)
+    fig.tight_layout()
+    return fig
+
+
 def outcome_table(runs, questions):
     """Per decomposer, 1-hop and multi-hop questions: how many decompositions had each outcome."""
     import pandas as pd

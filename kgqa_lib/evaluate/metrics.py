@@ -117,6 +117,21 @@ def bootstrap_ci(values: Sequence[float], n_resamples: int = 1000, confidence: f
     return mean, float(min(low, mean)), float(max(high, mean))
 
 
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval (low, high) of a proportion ``k`` of ``n``: unlike a bootstrap it does not
+    collapse to a point at 0 of n or n of n, so a handful of questions shows how little it says.
+    n = 0 → (nan, nan)."""
+    if n <= 0:
+        return math.nan, math.nan
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def score(predictions: Sequence[str], gold: Sequence[str], kind: str = "factoid",
           response: str | None = None) -> dict[str, float]:
     """All applicable metrics for one question, as a dict.

@@ -43,6 +43,32 @@ def summarize(records: list[dict[str, Any]], metrics: Iterable[str] | None = Non
     return row
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def cost_line(records: list[dict[str, Any]] = (), label: str = "demo", usage=None) -> str:
+    """What a notebook's demo cost, in one sentence: ``"demo: 27 answers, 45 LLM calls (45 replayed from the
+    recordings); live they took 11 min"``. The answers' costs come from their run ``records`` (:func:`summarize`:
+    recorded LLM time plus the time outside the LLM); ``usage`` adds calls made outside any record — a
+    :class:`~kgqa_lib.llm.chat.Usage` (``track_usage()``) or the replies themselves (``ChatResult``), e.g. a
+    walkthrough's — at the time they took when they were recorded."""
+    from ..llm.chat import Usage
+
+    if usage is not None and not isinstance(usage, Usage):
+        replies, usage = usage, Usage()
+        for r in replies:
+            usage.add(r)
+    usage = usage or Usage()
+    s = summarize(list(records), [])
+    n = s["n"]
+    calls = round(s["calls/q"] * n) + usage.calls if n else usage.calls
+    hits = (s["cache_hits"] if n else 0) + usage.cache_hits
+    live = ((s["llm_s/q (recorded)"] + s["outside_llm_s/q"]) * n if n else 0.0) + usage.recorded_seconds
+    answers = f"{n} answer{'s' * (n != 1)}, " if n else ""
+    return f"{label}: {answers}{calls} LLM calls ({hits} replayed from the recordings); live they took {_duration(live)}"
+
+
 def ci_cell(records: list[dict[str, Any]], metric: str, empty: str = "—", with_n: bool = True) -> str:
     """A table cell in points: ``mean [lo, hi] (n=…)`` of ``metric`` over ``records`` (95% bootstrap
     CI), or ``empty`` when there are none."""

@@ -7,6 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 
+def first_and_count(items: list[str], width: int = 80, sep: str = ", ") -> str:
+    """As many of ``items`` as fit in ``width`` characters joined by ``sep`` (at least one), then "… and N
+    more" for the rest: a long list in a table cell (pandas shows ``display.max_colwidth`` = 90 in the
+    notebooks) without a name cut in the middle."""
+    items = [str(x) for x in items]
+    kept: list[str] = []
+    for i, x in enumerate(items):
+        tail = f"{sep}… and {len(items) - i - 1} more" if i < len(items) - 1 else ""
+        if kept and len(sep.join(kept + [x]) + tail) > width:
+            break
+        kept.append(x)
+    rest = len(items) - len(kept)
+    return sep.join(kept) + (f"{sep}… and {rest} more" if rest else "")
+
+
 def fusic_rounds(attempts, language: str = "sparql", feedback: str = "diagnostic") -> str:
     """Every generation round of FuSIC's execution-guided loop (:func:`~kgqa_lib.methods.fusic.egf_loop`'s
     attempts): its outcome (with up to five answers), the query in full, and — after a failed round —
@@ -24,22 +39,23 @@ def fusic_rounds(attempts, language: str = "sparql", feedback: str = "diagnostic
     return "\n".join(out)
 
 
-def tog_relations(step):
-    """ToG's relation pruning at one depth: per beam entity, its candidate relations (the first 80
-    characters of the list), those kept with their scores, whether the LLM was called, parse errors."""
+def tog_relations(step, width: int = 80):
+    """ToG's relation pruning at one depth: per beam entity, its candidate relations (those that fit
+    in ``width`` characters and how many more), those kept with their scores, whether the LLM was called, parse errors."""
     import pandas as pd
 
-    return pd.DataFrame([(r.entity, len(r.candidates), "; ".join(r.candidates)[:80],
+    return pd.DataFrame([(r.entity, len(r.candidates), first_and_count(r.candidates, width, "; "),
                           ", ".join(f"{n} ({sc:.2f})" for n, sc in r.kept), "yes" if r.called else "no", r.error or "")
                          for r in step.relations],
                         columns=["from", "relations", "shown", "kept (score)", "LLM call", "parse"])
 
 
-def tog_entities(step):
-    """ToG's entity pruning at one depth: per followed relation, the candidates with their path scores."""
+def tog_entities(step, width: int = 80):
+    """ToG's entity pruning at one depth: per followed relation, the candidates with their path scores
+    (those that fit in ``width`` characters and how many more)."""
     import pandas as pd
 
-    return pd.DataFrame([(e.relation, ", ".join(f"{c} ({sc:.2f})" for c, sc in zip(e.candidates, e.scores))[:110],
+    return pd.DataFrame([(e.relation, first_and_count([f"{c} ({sc:.2f})" for c, sc in zip(e.candidates, e.scores)], width),
                           "yes" if e.called else "no", e.error or "") for e in step.entities],
                         columns=["followed", "candidates (path score)", "LLM call", "parse"])
 
@@ -69,36 +85,56 @@ def tog_layers(steps: list[Any], topic_labels: list[str], look: Any = None) -> t
     return layers, edges, titles
 
 
-def kbbinder_layers(outcomes: list[Any], max_candidates: int = 4) -> tuple[list, list, list]:
-    """(layers, edges, titles) for :func:`~kgqa_lib.viz.draw_reasoning_path`: KB-BINDER from drafts to
-    answers — the distinct drafts (identical samples merged, with their count), the names each drafts
-    (slots), what the binders bound them to (with scores), and the first draft's best-scored candidates
-    with their execution (those not run: a candidate before them answered)."""
-    drafts: dict[str, list[int]] = {}
+def kbbinder_layers(outcomes: list[Any], vote: Any = None, max_candidates: int = 3) -> tuple[list, list, list]:
+    """(layers, edges, titles) for :func:`~kgqa_lib.viz.draw_reasoning_path`: KB-BINDER from drafts to the
+    vote. Column 0: the distinct drafts as written (identical samples merged, their indexes named), so a
+    relation drafted forward and one drafted reversed, ``(R r)``, are different boxes; column 1: each
+    distinct draft's ``max_candidates`` best-scored bound candidates with what their execution returned
+    (``not run``: one before them answered); column 2: the answer sets the drafts reached with their votes,
+    and "no answer" for the drafts that reached none; column 3: the answer ``vote`` chose
+    (:func:`~kgqa_lib.methods.kbbinder.vote`; without it, no column 3)."""
+    from ..kg.graph import normalise_label
+
+    groups: dict[str, list[Any]] = {}
     for o in outcomes:
-        drafts.setdefault(o.draft.sexpr or f"(unreadable draft {o.draft.index})", []).append(o.draft.index)
-    names = {s: f"draft {ix[0]}" + (f" (×{len(ix)})" if len(ix) > 1 else "") for s, ix in drafts.items()}
-    slot_name = lambda b: f"{b.slot.kind}: {b.slot.text}"  # noqa: E731
-    option_name = lambda o: f"{o.label} ({o.score:.2f})"  # noqa: E731
-    layers: list[list[str]] = [list(names.values()), [], [], []]
+        groups.setdefault(o.draft.sexpr or f"(draft {o.draft.index}: {o.status})", []).append(o)
+    draft_name = {}
+    for sexpr, os_ in groups.items():
+        ix = [o.draft.index for o in os_]
+        draft_name[sexpr] = (f"draft {ix[0]}" if len(ix) == 1 else f"drafts {', '.join(map(str, ix))}") + (
+            f": {sexpr}" if os_[0].draft.sexpr else f": {os_[0].status}")
+    answer_sets: dict[frozenset, list[Any]] = {}
+    for o in outcomes:
+        if o.answers:
+            answer_sets.setdefault(frozenset(normalise_label(a) for a in o.answers), []).append(o)
+    set_name = {k: first_and_count(os_[0].answers, 40) + f" ({len(os_)} vote{'s' if len(os_) > 1 else ''})"
+                for k, os_ in answer_sets.items()}
+    silent = [o for o in outcomes if not o.answers]
+    no_answer = f"no answer ({len(silent)} draft{'s' if len(silent) != 1 else ''})"
+    layers: list[list[str]] = [list(draft_name.values()), [], list(set_name.values()) + ([no_answer] if silent else [])]
     edges: list[tuple[int, str, str]] = []
-    for o in outcomes:
-        for b in o.bindings:
-            layers[1].append(slot_name(b))
-            edges.append((0, names[o.draft.sexpr or f"(unreadable draft {o.draft.index})"], slot_name(b)))
-            for opt in b.options:
-                layers[2].append(option_name(opt))
-                edges.append((1, slot_name(b), option_name(opt)))
-    first = next((o for o in outcomes if o.candidates), None)
-    if first is not None:
-        ran = {e["sexpr"]: f"{e['status']}, {e['n']} answers" for e in first.executions}
-        for c in first.candidates[:max_candidates]:
-            label = " / ".join(c.choice) + f" → {ran.get(c.sexpr, 'not run')}"
-            layers[3].append(label)
-            for b, chosen in zip(first.bindings, c.choice):
-                edges += [(2, option_name(opt), label) for opt in b.options if opt.label == chosen]
-    layers = [list(dict.fromkeys(x)) for x in layers]
-    titles = ["drafts (identical samples merged)", "names drafted", "bound to (score)",
-              f"candidates of {names.get(first.draft.sexpr, 'the first draft') if first else 'the first draft'}, best "
-              "first → execution"]
-    return layers, list(dict.fromkeys(edges)), titles
+    for sexpr, os_ in groups.items():
+        o = os_[0]
+        ran = {e["sexpr"]: e for e in o.executions}
+        short = f"d{o.draft.index}"  # the first of the merged drafts
+        for c in o.candidates[:max_candidates]:
+            e = ran.get(c.sexpr)
+            label = f"{short}: " + " / ".join(c.choice) + " → " + (
+                "not run" if e is None else f"{e['status']}: {e['n']} answer{'s' if e['n'] != 1 else ''}" if e["n"]
+                else e["status"])
+            layers[1].append(label)
+            edges.append((0, draft_name[sexpr], label))
+            if e is not None and o.answers and c.sexpr == o.winner:
+                edges.append((1, label, set_name[frozenset(normalise_label(a) for a in o.answers)]))
+            elif e is not None and not o.answers:
+                edges.append((1, label, no_answer))
+    titles = ["drafts as written (identical samples merged; (R r) follows r backwards)",
+              f"each draft's best {max_candidates} bound candidates (d0: of draft 0) → execution", "answer sets the drafts reached (votes)"]
+    if vote is not None:
+        final = first_and_count(vote.answers, 40) if vote.answers else "no answer"
+        layers.append([final])
+        titles.append("the vote's answer")
+        won = next((k for k, os_ in answer_sets.items() if any(o.draft.index == vote.winner for o in os_)), None)
+        if won is not None:
+            edges.append((2, set_name[won], final))
+    return [list(dict.fromkeys(x)) for x in layers], list(dict.fromkeys(edges)), titles

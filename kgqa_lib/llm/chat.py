@@ -711,19 +711,58 @@ def default_prefix_cache_min() -> int:
 
 #: Options an LLM name may carry after ``?`` (``local?threads=8&gpu_layers=-1&prefix_cache=4``,
 #: ``openai:gpt-4o-mini?rpm=500&tpm=200000&timeout=60``). They change how answers are computed, never which
-#: answer a request has: they are not part of the model id, the cache keys or the run config.
-LLM_OPTIONS = {"local": ("threads", "gpu_layers", "prefix_cache", "prefix_cache_min"), "openai": ("rpm", "tpm", "timeout")}
-_OPTION_LOW = {"threads": 1, "gpu_layers": -1, "prefix_cache": 0, "prefix_cache_min": 1}
+#: answer a request has: they are not part of the model id, the cache keys or the run config. The one
+#: exception: ``local?batch=N&batch_rows=R`` with R above :data:`EXACT_BATCH_ROWS` gives other answers than
+#: one request at a time, so its model id carries :data:`BATCHED_SUFFIX` (:func:`local_model_id`).
+LLM_OPTIONS = {"local": ("threads", "gpu_layers", "prefix_cache", "prefix_cache_min", "batch", "batch_rows"),
+               "openai": ("rpm", "tpm", "timeout")}
+_OPTION_LOW = {"threads": 1, "gpu_layers": -1, "prefix_cache": 0, "prefix_cache_min": 1, "batch": 0, "batch_rows": 1}
 #: Upper bounds of the embedded model's options, with the reason (shown in the error)
 _OPTION_HIGH = {
     "threads": (256, "the model gains nothing from more threads than cores, and each thread holds its own stack "
                      "and work buffers in memory"),
     "prefix_cache": (64, "each saved state holds up to ~225 MiB of memory (the 1.5B model at n_ctx 8192), so 64 "
                          "states may already need ~14 GiB"),
+    "batch": (16, "each sequence holds a whole context of KV cache (~225 MiB for the 1.5B model at n_ctx 8192), "
+                  "allocated when the model loads"),
+    "batch_rows": (16, "a decode call never holds more rows than the sequences decoded together (batch)"),
 }
 #: ``local?...`` options → :class:`LocalBackend` arguments
 _LOCAL_ARGS = {"threads": "n_threads", "gpu_layers": "n_gpu_layers", "prefix_cache": "prefix_cache",
-               "prefix_cache_min": "prefix_cache_min"}
+               "prefix_cache_min": "prefix_cache_min", "batch": "batch", "batch_rows": "batch_rows"}
+
+#: Rows (tokens of different sequences) one ``llama_decode`` call may hold while every row's logits stay
+#: bit-identical to a lone token's. Measured with llama-cpp-python 0.3.36 on this project's CPU build (both
+#: embedded models, Q4 weights repacked for the CPU): 1–3 rows are computed row by row (a matrix-vector kernel
+#: per row) and match a lone token bit for bit; rows in a group of 4 go through the 4-row matrix kernel, whose
+#: logits differ (by up to ~0.5), which changes some sampled tokens.
+EXACT_BATCH_ROWS = 3
+#: What the model id of the embedded model carries when samples decoded together may differ from one request
+#: at a time (``batch_rows`` above :data:`EXACT_BATCH_ROWS`): its answers are cached and recorded apart.
+BATCHED_SUFFIX = "@batched"
+
+
+def default_batch() -> int:
+    """Samples of one prompt the embedded model decodes together (:meth:`LocalBackend.complete_many`):
+    ``$KGQA_LLM_BATCH``, else 0 (off: one request at a time)."""
+    env = os.environ.get("KGQA_LLM_BATCH", "").strip()
+    return _option_int("KGQA_LLM_BATCH", env, low=0, high=_OPTION_HIGH["batch"]) if env else 0
+
+
+def default_batch_rows() -> int:
+    """Rows one decode call holds when samples are decoded together: ``$KGQA_LLM_BATCH_ROWS``, else
+    :data:`EXACT_BATCH_ROWS` (answers identical to one request at a time)."""
+    env = os.environ.get("KGQA_LLM_BATCH_ROWS", "").strip()
+    return _option_int("KGQA_LLM_BATCH_ROWS", env, low=1, high=_OPTION_HIGH["batch_rows"]) if env else EXACT_BATCH_ROWS
+
+
+def local_model_id(model_id: str, batch: int | None = None, batch_rows: int | None = None) -> str:
+    """The id of an embedded model with these options (``None``: from the environment): the model's own id,
+    or with :data:`BATCHED_SUFFIX` when samples are decoded together with more than
+    :data:`EXACT_BATCH_ROWS` rows a call (answers that differ from one request at a time)."""
+    batch = default_batch() if batch is None else int(batch)
+    rows = default_batch_rows() if batch_rows is None else int(batch_rows)
+    return model_id + BATCHED_SUFFIX if batch >= 2 and min(rows, batch) > EXACT_BATCH_ROWS else model_id
 
 
 def split_llm_name(name: str) -> tuple[str, dict[str, Any]]:
@@ -878,6 +917,313 @@ def _state_bytes(state: Any) -> int:
     return len(state.llama_state) + state.input_ids.nbytes + state.scores.nbytes
 
 
+# --------------------------------------------------------------------------------------------
+# Samples of one prompt decoded together (LocalBackend.complete_many, llama-cpp-python 0.3.36)
+# --------------------------------------------------------------------------------------------
+def _seed_of(request: ChatRequest) -> int:
+    """The sampler seed of a request (every backend derives it so: samples differ by their index)."""
+    return request.seed * 1_000_003 + request.sample_index
+
+
+def _chat_arguments(request: ChatRequest) -> dict[str, Any]:
+    """``Llama.create_chat_completion``'s arguments for a request (the rest keep llama-cpp-python's defaults)."""
+    return {"messages": [{"role": r, "content": c} for r, c in request.messages], "temperature": request.temperature,
+            "top_p": request.top_p, "max_tokens": request.max_tokens, "stop": list(request.stop) or None,
+            "seed": _seed_of(request)}
+
+
+def _sampling_key(request: ChatRequest) -> tuple:
+    """What requests decoded together share: everything but the seed and sample index."""
+    return (request.model_id, request.messages, request.temperature, request.top_p, request.max_tokens, request.stop)
+
+
+class _Handed(Exception):
+    """Carries what the chat handler handed ``create_completion`` (see :func:`_completion_arguments`)."""
+
+    def __init__(self, kwargs: dict[str, Any]):
+        super().__init__("create_completion arguments")
+        self.kwargs = kwargs
+
+
+def _completion_arguments(llama: Any, request: ChatRequest) -> dict[str, Any]:
+    """What ``create_chat_completion`` hands ``Llama.create_completion`` for ``request``: the prompt tokens
+    of the model's chat template, the stop strings with the template's own, its stopping criteria, and every
+    sampling setting with llama-cpp-python's defaults. The chat handler runs as usual, up to that call."""
+    def hand(*args: Any, **kwargs: Any) -> Any:
+        raise _Handed({"prompt": args[0], **kwargs} if args else kwargs)
+
+    own = vars(llama)
+    had, before = "create_completion" in own, own.get("create_completion")
+    llama.create_completion = hand
+    try:
+        llama.create_chat_completion(**_chat_arguments(request))
+    except _Handed as handed:
+        return handed.kwargs
+    finally:
+        if had:
+            llama.create_completion = before
+        else:
+            del llama.create_completion
+    raise RuntimeError("the chat handler of the embedded model did not call create_completion")
+
+
+def _plain_sampling(kwargs: dict[str, Any]) -> bool:
+    """Whether decoding together reproduces what ``create_completion`` would do with these arguments: a
+    token prompt, no streaming, no logprobs, grammar, logits processors, logit bias or mirostat."""
+    return (isinstance(kwargs.get("prompt"), list) and bool(kwargs["prompt"]) and not kwargs.get("stream")
+            and kwargs.get("logprobs") is None and kwargs.get("grammar") is None
+            and kwargs.get("logits_processor") is None and not kwargs.get("logit_bias")
+            and not kwargs.get("mirostat_mode") and kwargs.get("suffix") is None and not kwargs.get("echo"))
+
+
+def _hold_sequences(llama: Any, n_ctx: int, sequences: int) -> None:
+    """Give a loaded ``Llama`` a context of ``sequences`` sequences with ``n_ctx`` tokens each (one KV stream
+    each, not a shared cache: a sequence's cells then lie as they would alone, and its attention is computed
+    as alone). Sequence 0 is the context ``create_chat_completion`` uses; its numbers are those of a
+    one-sequence context (measured: bit-identical logits for a prompt and for decoded tokens)."""
+    from llama_cpp import _internals
+
+    params = llama.context_params
+    params.n_ctx = n_ctx * sequences
+    params.n_seq_max = sequences
+    params.kv_unified = False
+    context = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+    old, llama._ctx = llama._ctx, context
+    old.close()
+    llama.reset()
+
+
+def _copy_sequence(llama: Any, src: int, dst: int) -> None:
+    """Copy sequence ``src``'s KV cache into sequence ``dst`` (emptied first), byte for byte and cell for cell:
+    through llama.cpp's per-sequence state, so only the cells ``src`` holds are copied (``llama_memory_seq_cp``
+    between streams copies whole streams: measured ~0.15 s a copy for the 0.5B model at n_ctx 8192, against
+    ~3 ms for a 180-token prompt this way)."""
+    import ctypes
+
+    import llama_cpp
+
+    ctx = llama._ctx
+    llama_cpp.llama_memory_seq_rm(ctx.memory, dst, -1, -1)
+    size = llama_cpp.llama_state_seq_get_size(ctx.ctx, src)
+    buf = (ctypes.c_uint8 * size)()
+    n = llama_cpp.llama_state_seq_get_data(ctx.ctx, buf, size, src)
+    if not n or llama_cpp.llama_state_seq_set_data(ctx.ctx, buf, n, dst) != n:
+        raise RuntimeError(f"could not copy sequence {src} of the embedded model's context to sequence {dst}")
+
+
+def _drop_sequences(llama: Any, sequences: int) -> None:
+    """Forget every sequence (after a failure midway: the next call evaluates its prompt from scratch)."""
+    import llama_cpp
+
+    for seq in range(sequences):
+        llama_cpp.llama_memory_seq_rm(llama._ctx.memory, seq, -1, -1)
+    llama.reset()
+
+
+def _prompt_into_sequence_zero(llama: Any, prompt: list[int]) -> int:
+    """Evaluate ``prompt`` into sequence 0 exactly as ``Llama.generate`` (0.3.36) does before its first
+    sample: reuse the live context's common prefix (re-evaluating the last prompt token when the whole
+    prompt matches), or sample from the live logits when the context is exactly the prompt. Returns the
+    tokens evaluated."""
+    tokens = list(prompt)
+    reset = True
+    if llama.n_tokens > 0:
+        longest = common_prefix(llama._input_ids, tokens)
+        consumed = longest == len(tokens)
+        if llama.n_tokens == len(tokens) and consumed and not llama._requires_eval:
+            reset, tokens, reuse = False, [], 0
+        else:
+            reuse = longest - 1 if consumed else longest
+        if reuse > 0 and llama._ctx.kv_cache_seq_rm(-1, reuse, -1):
+            reset, tokens = False, tokens[reuse:]
+            llama.n_tokens = reuse
+            llama._requires_eval = True
+    if reset:
+        llama.reset()
+    llama.eval(tokens)
+    return len(tokens)
+
+
+class _Sample:
+    """One request's generation: the loop of ``Llama._create_completion`` (0.3.36, not streamed) around the
+    tokens sampled for it — end of generation, incomplete UTF-8, stop strings, ``max_tokens``, and the chat
+    template's stopping criteria where ``Llama.generate`` checks them."""
+
+    def __init__(self, llama: Any, prompt: list[int], max_tokens: int, stops: list[bytes], criteria: Any,
+                 sampler: Any):
+        self.llama, self.prompt, self.max_tokens, self.stops, self.criteria = llama, prompt, max_tokens, stops, criteria
+        self.sampler = sampler
+        self.completion: list[int] = []
+        self.n_evaluated = len(prompt)  # prompt and completion tokens in its KV cache
+        self.text, self.finish_reason = b"", "length"
+        self.done, self.pending, self.multibyte_fix = False, None, 0
+        self.seq = 0  # the sequence whose KV cache holds its context
+
+    def evaluated(self) -> Any:
+        import numpy as np
+
+        return np.asarray((self.prompt + self.completion)[:self.n_evaluated], dtype=np.intc)
+
+    def _end(self) -> None:
+        self.done, self.pending = True, None
+        if self.criteria is not None and self.criteria(self.evaluated(), self.llama.scores[-1, :]):
+            self.text, self.finish_reason = self._detokenized(), "stop"
+
+    def _detokenized(self) -> bytes:
+        return self.llama.detokenize(self.completion, prev_tokens=self.prompt)
+
+    def feed(self, token: int) -> None:
+        """Take the token sampled next: end, or keep it to be evaluated (``pending``)."""
+        import llama_cpp
+
+        if self.criteria is not None and self.criteria(self.evaluated(), self.llama.scores[0, :]):
+            return self._end()  # (Llama.generate returns before it yields the token)
+        if llama_cpp.llama_vocab_is_eog(self.llama._model.vocab, token):
+            self.text, self.finish_reason = self._detokenized(), "stop"
+            return self._end()
+        self.completion.append(token)
+        all_text = self._detokenized()
+        for k, char in enumerate(all_text[-3:]):  # an incomplete UTF-8 character: no stop checks yet
+            k = 3 - k
+            for num, pattern in ((2, 192), (3, 224), (4, 240)):
+                if num > k and pattern & char == pattern:
+                    self.multibyte_fix = num - k
+        if self.multibyte_fix > 0:
+            self.multibyte_fix -= 1
+            self.pending = token
+            return None
+        found = [s for s in self.stops if s in all_text]
+        if found:
+            self.text, self.finish_reason = all_text[:all_text.index(found[0])], "stop"
+            return self._end()
+        if len(self.completion) >= self.max_tokens:
+            self.text, self.finish_reason = all_text, "length"
+            return self._end()
+        self.pending = token
+        return None
+
+
+def _decode_rows(llama: Any, rows: list[tuple[int, int, int]], batches: dict[int, Any]) -> None:
+    """One ``llama_decode`` of ``rows`` (token, position, sequence), each with its logits."""
+    import llama_cpp
+
+    n = len(rows)
+    batch = batches.get(n)
+    if batch is None:
+        batch = batches[n] = llama_cpp.llama_batch_init(n, 0, 1)
+    batch.n_tokens = n
+    for i, (token, pos, seq) in enumerate(rows):
+        batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = token, pos, 1, 1
+        batch.seq_id[i][0] = seq
+    code = llama_cpp.llama_decode(llama._ctx.ctx, batch)
+    if code != 0:
+        raise RuntimeError(f"llama_decode returned {code}")
+
+
+def _decode_together(llama: Any, kwargs: dict[str, Any], seeds: Sequence[int], sequences: int,
+                     rows: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Answer one prompt (``kwargs``: :func:`_completion_arguments`) once per seed, the seeds' samples decoded
+    together in the context's sequences, at most ``rows`` of them a decode call.
+
+    Each sample starts from what a one-at-a-time run would hand it. The first is sampled from the prompt as
+    evaluated into sequence 0 (:func:`_prompt_into_sequence_zero`). A later one starts where the previous
+    sample left the context: from the same logits when that sample ended at its first token (nothing of it
+    was evaluated), else from the prompt's last token evaluated again alone over the rest of the prompt —
+    done once, in a copy of sequence 0, and copied to each later sample's sequence (:func:`_copy_sequence`:
+    the same bytes in the same cells, so each sequence computes as it would alone). Afterwards sequence 0 holds
+    what the last sample's run leaves (its prompt and evaluated tokens); the other sequences are emptied.
+    Returns the answers (``text`` bytes decoded, ``completion_tokens``, ``finish_reason``) and counts."""
+    import llama_cpp
+
+    prompt = list(kwargs["prompt"])
+    n_prompt, n_ctx = len(prompt), llama._n_ctx
+    if n_prompt >= n_ctx:
+        raise ValueError(f"Requested tokens ({n_prompt}) exceed context window of {n_ctx}")
+    max_tokens = kwargs.get("max_tokens")
+    if max_tokens is None or max_tokens <= 0:
+        max_tokens = n_ctx - n_prompt
+    max_tokens = max_tokens if max_tokens + n_prompt < n_ctx else n_ctx - n_prompt
+    stop = kwargs.get("stop") or []
+    stops = [s.encode("utf-8") for s in ([stop] if isinstance(stop, str) else stop)]
+    samples = []
+    for seed in seeds:  # each its own sampler chain, built as Llama.generate builds it
+        llama.set_seed(seed)
+        sampler = llama._init_sampler(
+            top_k=kwargs.get("top_k", 40), top_p=kwargs.get("top_p", 0.95), min_p=kwargs.get("min_p", 0.05),
+            typical_p=kwargs.get("typical_p", 1.0), temp=kwargs.get("temperature", 0.8),
+            repeat_penalty=kwargs.get("repeat_penalty", 1.0), frequency_penalty=kwargs.get("frequency_penalty", 0.0),
+            presence_penalty=kwargs.get("presence_penalty", 0.0), tfs_z=kwargs.get("tfs_z", 1.0),
+            mirostat_mode=0, mirostat_tau=kwargs.get("mirostat_tau", 5.0), mirostat_eta=kwargs.get("mirostat_eta", 0.1),
+            logits_processor=None, grammar=None)
+        samples.append(_Sample(llama, prompt, max_tokens, stops, kwargs.get("stopping_criteria"), sampler))
+    if len(samples) > sequences:
+        raise ValueError(f"{len(samples)} samples do not fit {sequences} sequences")
+    batches: dict[int, Any] = {}
+    try:
+        return _decode_samples(llama, samples, prompt, seeds, sequences, rows, batches)
+    finally:
+        for batch in batches.values():
+            llama_cpp.llama_batch_free(batch)
+
+
+def _decode_samples(llama: Any, samples: list[_Sample], prompt: list[int], seeds: Sequence[int], sequences: int,
+                    rows: int, batches: dict[int, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The body of :func:`_decode_together`."""
+    import llama_cpp
+
+    ctx, n_prompt = llama._ctx, len(prompt)
+    counts = {"prompt_tokens": n_prompt, "evaluated": _prompt_into_sequence_zero(llama, prompt), "decode_calls": 0,
+              "decode_rows": 0}
+    # the first samples take the evaluated prompt's logits, as long as each ends at its first token
+    k = 0
+    samples[0].feed(samples[0].sampler.sample(ctx, -1))
+    while samples[k].done and k + 1 < len(samples):
+        k += 1
+        samples[k].feed(samples[k].sampler.sample(ctx, -1))
+    free = list(range(1, sequences))
+    if k + 1 < len(samples):  # the later ones: the prompt's last token evaluated again, alone
+        again = free.pop(0)
+        _copy_sequence(llama, 0, again)
+        ctx.kv_cache_seq_rm(again, n_prompt - 1, -1)
+        _decode_rows(llama, [(prompt[-1], n_prompt - 1, again)], batches)
+        counts["evaluated"] += 1
+        taken = False
+        for sample in samples[k + 1:]:
+            sample.feed(sample.sampler.sample(ctx, -1))
+            sample.seq = again
+            if not sample.done:
+                if taken:
+                    sample.seq = free.pop(0)
+                    _copy_sequence(llama, again, sample.seq)
+                taken = True
+    active = [s for s in samples if not s.done]
+    while active:
+        for start in range(0, len(active), rows):
+            part = active[start:start + rows]
+            _decode_rows(llama, [(s.pending, s.n_evaluated, s.seq) for s in part], batches)
+            counts["decode_calls"] += 1
+            counts["decode_rows"] += len(part)
+            for s in part:
+                s.n_evaluated += 1
+            for i, s in enumerate(part):
+                s.feed(s.sampler.sample(ctx, i))
+        active = [s for s in active if not s.done]
+    last = samples[-1]  # sequence 0 as the last sample's one-at-a-time run leaves the context
+    if last.seq != 0:
+        _copy_sequence(llama, last.seq, 0)
+    ctx.kv_cache_seq_rm(0, last.n_evaluated, -1)
+    for seq in range(1, sequences):
+        llama_cpp.llama_memory_seq_rm(ctx.memory, seq, -1, -1)
+    tokens = last.evaluated()
+    llama.input_ids[:len(tokens)] = tokens
+    llama.n_tokens = len(tokens)
+    llama._requires_eval = True  # the live logits are another sequence's: a repeated prompt re-evaluates its end
+    llama.set_seed(seeds[-1])
+    answers = [{"text": s.text.decode("utf-8", errors="ignore"), "completion_tokens": len(s.completion),
+                "finish_reason": s.finish_reason} for s in samples]
+    return answers, counts
+
+
 class LocalBackend:
     """The embedded GGUF model, in-process through llama-cpp-python.
 
@@ -919,17 +1265,33 @@ class LocalBackend:
     evaluated from the same position), so it comes from where evaluation starts, not from the
     saved state.
 
+    Samples decoded together (opt-in, ``batch``: ``local?batch=6`` or ``$KGQA_LLM_BATCH``; default 0 = off):
+    :meth:`complete_many` answers requests that differ only in their seed or sample index (self-consistency's
+    and KB-BINDER's samples) at once: the prompt is evaluated once, as for the first of them, and up to
+    ``batch`` sequences are decoded together, each with its own sampler built as ``create_chat_completion``
+    builds it (the request's seed; stop strings and end of generation per sequence). The context then holds
+    ``batch`` sequences of ``n_ctx`` tokens each (one KV cache each, allocated at load). Each decode call
+    holds at most ``batch_rows`` of them (``local?batch_rows=…``, ``$KGQA_LLM_BATCH_ROWS``; default
+    :data:`EXACT_BATCH_ROWS`): with that default every sample is bit-identical to the one ``complete`` gives
+    when the samples are asked one after another (each sequence starts from the KV cache and logits a
+    one-at-a-time run would hand it: the first from the evaluated prompt, the later ones from the prompt's last
+    token evaluated again), so the answers share the model id, cache and records. More rows a call decode faster
+    but change some sampled tokens: the model id then ends in :data:`BATCHED_SUFFIX`. Not combined with
+    ``prefix_cache``.
+
     :meth:`prefix_stats` (both modes): live calls, prompt tokens, those ``evaluated`` and ``reused``
     (taken from the context a call started from), ``reused_from_states`` (of those, the tokens a
     loaded state added beyond the live context's prefix: what the cache saved), state loads/saves,
-    the states and bytes held, and the seconds spent saving and loading."""
+    the states and bytes held, and the seconds spent saving and loading; with ``batch``: ``together``
+    (requests answered by decoding together), ``decode_calls`` and ``decode_rows`` (their decode calls
+    after the prompt, and the rows those held)."""
 
     def __init__(self, model: str = "default", n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 256,
-                 n_gpu_layers: int | None = None, prefix_cache: int | None = None, prefix_cache_min: int | None = None):
+                 n_gpu_layers: int | None = None, prefix_cache: int | None = None, prefix_cache_min: int | None = None,
+                 batch: int | None = None, batch_rows: int | None = None):
         from . import models
 
         self.spec = models.get_spec(model)
-        self.model_id = self.spec.model_id
         self.n_ctx, self.n_batch = n_ctx, n_batch
         self.n_threads = default_threads() if n_threads is None else int(n_threads)
         self.n_gpu_layers = default_gpu_layers() if n_gpu_layers is None else int(n_gpu_layers)
@@ -938,13 +1300,27 @@ class LocalBackend:
         if self.prefix_cache < 0 or self.prefix_cache_min < 1:
             raise UsageError(f"prefix_cache expects a whole number ≥ 0 and prefix_cache_min one ≥ 1, got "
                              f"{self.prefix_cache} and {self.prefix_cache_min}")
+        self.batch = default_batch() if batch is None else int(batch)
+        self.batch_rows = default_batch_rows() if batch_rows is None else int(batch_rows)
+        if self.batch < 0 or self.batch_rows < 1:
+            raise UsageError(f"batch expects a whole number ≥ 0 and batch_rows one ≥ 1, got {self.batch} and "
+                             f"{self.batch_rows}")
+        if self.batch >= 2 and self.prefix_cache:
+            raise UsageError("the embedded model's batch (samples decoded together) and prefix_cache (saved prefix "
+                             "states) cannot be combined: use one of them (local?batch=6 or local?prefix_cache=8)")
+        self.model_id = local_model_id(self.spec.model_id, self.batch, self.batch_rows)
         self._states = PrefixStateCache(self.prefix_cache, self.prefix_cache_min) if self.prefix_cache else None
-        self.engine = (f"llama-cpp-python {_dist_version('llama_cpp_python')} in-process, one request at a time "
+        how = ("one request at a time" if not self.batches else
+               f"samples of one prompt decoded together (up to {self.batch}, at most "
+               f"{min(self.batch, self.batch_rows)} rows a decode call)")
+        self.engine = (f"llama-cpp-python {_dist_version('llama_cpp_python')} in-process, {how} "
                        f"({self.n_threads} thread(s), batch {self.n_batch}"
                        + (f", prefix cache {self.prefix_cache}" if self.prefix_cache else "") + ")")
         self.stats: dict[str, Any] = {
             "calls": 0, "prompt_tokens": 0, "evaluated": 0, "reused": 0, "reused_from_states": 0,
             "state_loads": 0, "state_saves": 0, "states": 0, "state_bytes": 0, "state_seconds": 0.0}
+        if self.batches:
+            self.stats.update(together=0, decode_calls=0, decode_rows=0)
         self._start: tuple[Any, bool] | None = None  # (context, fresh logits) the running call starts from
         self._live_start: tuple[Any, bool] | None = None  # the live context, when a state replaced it
         self._llama = None
@@ -969,8 +1345,20 @@ class LocalBackend:
             )
             if self._states is not None:
                 self._hook(llama)
+            if self.batches:
+                _hold_sequences(llama, self.n_ctx, self.batch)
             self._llama = llama
         return self._llama
+
+    def load(self) -> None:
+        """Load the model now (else the first call does)."""
+        with self._lock:
+            self._load()
+
+    @property
+    def batches(self) -> bool:
+        """Whether :meth:`complete_many` decodes samples together (``batch`` ≥ 2)."""
+        return self.batch >= 2
 
     def _hook(self, llama: Any) -> None:
         """Look up a saved state where the chat handler hands ``create_completion`` its prompt tokens."""
@@ -1033,21 +1421,17 @@ class LocalBackend:
 
     def complete(self, request: ChatRequest) -> dict[str, Any]:
         with self._lock:  # one llama context: calls are serialised
-            llama = self._load()
-            self._start = (llama._input_ids.copy(), not getattr(llama, "_requires_eval", True))
-            self._live_start = None
-            out = llama.create_chat_completion(
-                messages=[{"role": r, "content": c} for r, c in request.messages],
-                temperature=request.temperature,
-                top_p=request.top_p,
-                max_tokens=request.max_tokens,
-                stop=list(request.stop) or None,
-                seed=request.seed * 1_000_003 + request.sample_index,
-            )
-            usage = out.get("usage") or {}
-            self._account(llama, int(usage.get("prompt_tokens", 0)))
-            if self._states is not None:
-                self._save(llama)
+            return self._complete(request)
+
+    def _complete(self, request: ChatRequest) -> dict[str, Any]:
+        llama = self._load()
+        self._start = (llama._input_ids.copy(), not getattr(llama, "_requires_eval", True))
+        self._live_start = None
+        out = llama.create_chat_completion(**_chat_arguments(request))
+        usage = out.get("usage") or {}
+        self._account(llama, int(usage.get("prompt_tokens", 0)))
+        if self._states is not None:
+            self._save(llama)
         choice = out["choices"][0]
         return {
             "text": _strip_special(choice["message"].get("content") or ""),
@@ -1055,6 +1439,47 @@ class LocalBackend:
             "completion_tokens": int(usage.get("completion_tokens", 0)),
             "finish_reason": choice.get("finish_reason") or "",
         }
+
+    def complete_many(self, requests: Sequence[ChatRequest]) -> list[dict[str, Any]]:
+        """The responses of ``requests``, in order, as :meth:`complete` gives them one after another. With
+        ``batch`` ≥ 2, consecutive requests that differ only in their seed or sample index are decoded
+        together (up to ``batch`` at once; see the class doc); any other request is answered alone."""
+        with self._lock:
+            if not self.batches:
+                return [self._complete(r) for r in requests]
+            out: list[dict[str, Any]] = []
+            run: list[ChatRequest] = []
+            for r in [*requests, None]:
+                if run and (r is None or len(run) == self.batch or _sampling_key(r) != _sampling_key(run[0])):
+                    out += self._together(run) if len(run) > 1 else [self._complete(run[0])]
+                    run = []
+                if r is not None:
+                    run.append(r)
+            return out
+
+    def _together(self, requests: Sequence[ChatRequest]) -> list[dict[str, Any]]:
+        """Requests sharing everything but their seed decoded together (``_complete`` one by one when the
+        chat handler asks for something decoding together does not reproduce: a grammar, logprobs...)."""
+        llama = self._load()
+        kwargs = _completion_arguments(llama, requests[0])
+        if not _plain_sampling(kwargs):
+            return [self._complete(r) for r in requests]
+        try:
+            answers, counts = _decode_together(llama, kwargs, [_seed_of(r) for r in requests], self.batch,
+                                               min(self.batch, self.batch_rows))
+        except BaseException:
+            _drop_sequences(llama, self.batch)  # nothing of a half-done run is reused
+            raise
+        s, n, p = self.stats, len(requests), counts["prompt_tokens"]
+        s["calls"] += n
+        s["together"] += n
+        s["prompt_tokens"] += n * p
+        s["evaluated"] += counts["evaluated"]
+        s["reused"] += n * p - counts["evaluated"]
+        s["decode_calls"] += counts["decode_calls"]
+        s["decode_rows"] += counts["decode_rows"]
+        return [{"text": _strip_special(a["text"]), "prompt_tokens": p, "completion_tokens": a["completion_tokens"],
+                 "finish_reason": a["finish_reason"]} for a in answers]
 
 
 class RateLimiter:
@@ -1519,26 +1944,39 @@ class LLM:
         return self.run(self.request(messages, **kwargs))
 
     def run(self, request: ChatRequest) -> ChatResult:
-        key = request.key
         started = time.perf_counter()
+        result = self._recorded(request, started)
+        if result is None:
+            response = self.backend.complete(request)
+            result = self._store(request, response, round(time.perf_counter() - started, 3))
+        return self._count(result)
+
+    def _recorded(self, request: ChatRequest, started: float) -> ChatResult | None:
+        """The cached answer (not counted yet), or None when the backend must answer; a
+        :class:`ReplayMiss` when it cannot."""
+        key = request.key
         cached = self.cache.get(key) if self.mode != "live" else None
         if cached is not None:
             if self.mode != "replay":  # recording: make sure the committed transcript holds this answer
                 self.cache.ensure_transcribed(key)
             text, finish = self._capped(cached["text"], cached["finish_reason"])  # (one stored before the cap)
-            result = ChatResult(text, cached["prompt_tokens"], cached["completion_tokens"],
-                                finish, time.perf_counter() - started, cached["seconds"], True, key)
-        elif self.mode == "replay" or self.backend is None:
+            return ChatResult(text, cached["prompt_tokens"], cached["completion_tokens"],
+                              finish, time.perf_counter() - started, cached["seconds"], True, key)
+        if self.mode == "replay" or self.backend is None:
             raise ReplayMiss(_replay_miss_message(request, self.mode),
                              summary=f"no recorded response of {request.model_id} (key {key[:16]}…, "
                                      f"prompt ends {request.preview(40)!r})")
-        else:
-            response = self.backend.complete(request)
-            response["seconds"] = round(time.perf_counter() - started, 3)
-            response["text"], response["finish_reason"] = self._capped(response["text"], response.get("finish_reason", ""))
-            self.cache.put(request, response)
-            result = ChatResult(response["text"], response["prompt_tokens"], response["completion_tokens"],
-                                response["finish_reason"], response["seconds"], response["seconds"], False, key)
+        return None
+
+    def _store(self, request: ChatRequest, response: dict[str, Any], seconds: float) -> ChatResult:
+        """A live answer: capped, cached (and transcribed), as a result (not counted yet)."""
+        response["seconds"] = seconds
+        response["text"], response["finish_reason"] = self._capped(response["text"], response.get("finish_reason", ""))
+        self.cache.put(request, response)
+        return ChatResult(response["text"], response["prompt_tokens"], response["completion_tokens"],
+                          response["finish_reason"], response["seconds"], response["seconds"], False, request.key)
+
+    def _count(self, result: ChatResult) -> ChatResult:
         with self._usage_lock:
             self.usage.add(result)
             for scope in _SCOPES.get():
@@ -1546,6 +1984,39 @@ class LLM:
         if os.environ.get("KGQA_USAGE_LOG"):
             _log_usage(os.environ["KGQA_USAGE_LOG"], self.model_id, result)
         return result
+
+    @property
+    def batches(self) -> bool:
+        """Whether :meth:`run_many` hands its live requests to the backend together (the embedded model
+        with ``batch`` ≥ 2: :meth:`LocalBackend.complete_many`)."""
+        return bool(getattr(self.backend, "batches", False)) and hasattr(self.backend, "complete_many")
+
+    def run_many(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        """Several requests, in order, with the results :meth:`run` gives them one after another.
+
+        When the backend decodes together (:attr:`batches`), every recorded request is served from the
+        cache and only the rest reach the backend, in one :meth:`~LocalBackend.complete_many` call; each of
+        those is cached as soon as the call returns, with an equal share of its wall time as its seconds.
+        Otherwise (every other backend, and replay) this is ``[self.run(r) for r in requests]``."""
+        if not self.batches or self.mode == "replay":
+            return [self.run(r) for r in requests]
+        started = time.perf_counter()
+        results: list[ChatResult | None] = [self._recorded(r, started) for r in requests]
+        live = [i for i, r in enumerate(results) if r is None]
+        if live:
+            begun = time.perf_counter()
+            responses = self.backend.complete_many([requests[i] for i in live])
+            share = round((time.perf_counter() - begun) / len(live), 3)
+            for i, response in zip(live, responses):
+                results[i] = self._store(requests[i], response, share)
+        return [self._count(r) for r in results]  # type: ignore[arg-type]
+
+    def chat_many(self, messages: Messages, n: int, **kwargs: Any) -> list[ChatResult]:
+        """``n`` samples of one prompt (sample indices 0..n-1; the other arguments as :meth:`chat`), through
+        :meth:`run_many`."""
+        if "sample_index" in kwargs:
+            raise TypeError("chat_many numbers its samples itself (sample_index 0..n-1)")
+        return self.run_many([self.request(messages, sample_index=i, **kwargs) for i in range(int(n))])
 
     def _capped(self, text: str, finish_reason: str) -> tuple[str, str]:
         """``(text, finish_reason)``, cut at ``max_reply_chars`` (finish_reason "truncated") when longer."""
@@ -1581,6 +2052,15 @@ def _replay_miss_message(request: ChatRequest, mode: str) -> str:
         "or KGQA_LLM_MODE=auto: the call then goes to the live model and is appended to "
         "data/llm_cache/<model>.jsonl; commit that file to make the run replayable."
     )
+
+
+def chat_samples(llm: Any, messages: Messages, n: int, **kwargs: Any) -> list[ChatResult]:
+    """``n`` samples of one prompt (sample indices 0..n-1) from ``llm``: :meth:`LLM.chat_many` when its class
+    has one (the embedded model with ``batch`` decodes them together), else one ``llm.chat`` per sample (a
+    wrapper that records calls, a test double). What self-consistency and KB-BINDER sample through."""
+    if callable(getattr(type(llm), "chat_many", None)):
+        return llm.chat_many(messages, n, **kwargs)
+    return [llm.chat(messages, sample_index=i, **kwargs) for i in range(int(n))]
 
 
 def resolve_mode(mode: str | None = None) -> str:
@@ -1631,10 +2111,10 @@ def split_endpoint(model: str) -> tuple[str, str | None]:
 def llm_model_id(name: str | None = None, *, base_url: str | None = None) -> str:
     """The model id an LLM name resolves to, without loading or calling anything: ``local`` →
     ``qwen2.5-coder-1.5b-instruct-q4_k_m``, ``openai:m@http://h:8000/v1`` → ``openai:m@http://h:8000/v1``.
-    (Options after ``?`` never change it.)"""
+    (Options after ``?`` never change it, except a ``batch_rows`` whose answers differ: :func:`local_model_id`.)"""
     name = name or os.environ.get("KGQA_LLM") or "local"
     check_llm(name, "replay", base_url=base_url)
-    base, _ = split_llm_name(name)
+    base, options = split_llm_name(name)
     kind, _, model = base.partition(":")
     if kind in ("local", "server"):
         from . import models
@@ -1644,7 +2124,7 @@ def llm_model_id(name: str | None = None, *, base_url: str | None = None) -> str
             from .server import served_id
 
             return served_id(model_id)
-        return model_id
+        return local_model_id(model_id, options.get("batch"), options.get("batch_rows"))
     model, url = split_endpoint(model or os.environ.get("KGQA_LLM_MODEL") or "gpt-4o-mini")
     return openai_model_id(model, url or base_url or os.environ.get("KGQA_LLM_BASE_URL"))
 

@@ -36,6 +36,20 @@ def generate(question: str, ctx: Context, prompt_name: str, max_tokens: int = 25
     return Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit)
 
 
+def generate_samples(question: str, ctx: Context, prompt_name: str, max_tokens: int, temperature: float,
+                     n: int) -> list[tuple[Generation, float]]:
+    """``n`` samples of the same few-shot prompt (sample indices 0..n-1), each with the seconds its call
+    took: one call per sample, or all at once when the LLM decodes samples together
+    (:func:`~kgqa_lib.llm.chat.chat_samples`)."""
+    from ..llm.chat import chat_samples
+
+    prompt = load_prompt(prompt_name)
+    messages = prompt.messages(question=question)
+    replies = chat_samples(ctx.llm, messages, n, max_tokens=max_tokens, temperature=temperature, seed=ctx.seed)
+    return [(Generation(messages[-1]["content"], r.text, r.prompt_tokens, r.completion_tokens, r.cache_hit),
+             r.seconds) for r in replies]
+
+
 def parse_answers(generation: Generation) -> Parsed:
     """Pull the answers out of the response (``{...}``), or say why not."""
     return extract_braced_answers(generation.text)

@@ -323,15 +323,15 @@ def draft_messages(question: str, exemplars: Sequence[Exemplar]) -> list[dict[st
 def generate_drafts(question: str, ctx: Context, exemplars: Sequence[Exemplar], samples: int = 6,
                     temperature: float = 0.7, max_tokens: int = 128) -> list[Draft]:
     """``samples`` drafts of the question's logical form. Each is its own sample (its sample index
-    is part of the cache key), drawn at ``temperature``; with one sample, a greedy draft."""
+    is part of the cache key), drawn at ``temperature``; with one sample, a greedy draft. One call per
+    draft, or all at once when the LLM decodes samples together (:func:`~kgqa_lib.llm.chat.chat_samples`)."""
+    from ..llm.chat import chat_samples
+
     messages = draft_messages(question, exemplars)
     n = max(1, samples)
-    out = []
-    for i in range(n):
-        r = ctx.llm.chat(messages, max_tokens=max_tokens, temperature=temperature if n > 1 else 0.0,
-                         seed=ctx.seed, sample_index=i)
-        out.append(parse_draft(r.text, i))
-    return out
+    replies = chat_samples(ctx.llm, messages, n, max_tokens=max_tokens, temperature=temperature if n > 1 else 0.0,
+                           seed=ctx.seed)
+    return [parse_draft(r.text, i) for i, r in enumerate(replies)]
 
 
 # --------------------------------------------------------------------------------------------

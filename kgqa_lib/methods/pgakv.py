@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 from ..data.datasets import Dataset, DatasetError, Question, load_dataset, register
 from ..llm.parse import extract_braced_answers
-from .base import Context, MethodResult, Settings, Tracer, register_method, setting
-from .baselines import Generation, generate, open_text as _open_text
+from .base import Context, MethodResult, Settings, Stage, Tracer, register_method, setting
+from .baselines import Generation, generate, generate_samples, open_text as _open_text
 
 PTriple = tuple[str, str, str]
 
@@ -690,8 +690,10 @@ def self_consistency(q: Question, ctx: Context) -> MethodResult:
     s = SCSettings.of(ctx)
     n = s.samples
     name = "cot_open" if q.kind == "open" else "cot"
-    gens = [tr.record(f"sample_{i}", generate, q.question, ctx, name, s.max_tokens, 0.7, i)
-            for i in range(n)]
+    gens = []
+    for i, (gen, seconds) in enumerate(generate_samples(q.question, ctx, name, s.max_tokens, 0.7, n)):
+        tr.stages.append(Stage(f"sample_{i}", gen, seconds))  # one stage per sample, timed by its LLM call
+        gens.append(gen)
     if q.kind == "open":
         texts = [_open_text(g.text) for g in gens]
         best = tr.record("vote", most_central, texts)

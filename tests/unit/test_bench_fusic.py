@@ -535,7 +535,7 @@ def test_figures_draw_what_the_records_hold():
     fig = plot_panels(rows, "t", ncols=2, methods=["m1", "m2"])
     a, b = fig.axes[:2]
     assert len(a.patches) == 1 and a.patches[0].get_width() == pytest.approx(100.0)
-    assert {t.get_text() for t in a.texts} == {"100.0", "partial 1/3"} and [t.get_text() for t in b.texts] == ["not run"]
+    assert {t.get_text() for t in a.texts} == {"100.0", "partial 1/3"} and [t.get_text() for t in b.texts] == ["not run", "not run on this set"]
     assert any(list(line.get_xdata()) == [70.8, 70.8] for line in a.lines)  # the paper's tick
     full = [_fake(f"q{i}", 1.0, 1 + i % 2) for i in range(4)]
     have = {"metaqa1.fs_dense_norr": full, **{f"{p}.{c}": full for p in B.METAQA for c in ("fs_dense", "zs_dense")}}

@@ -95,3 +95,52 @@ def test_fusic_rows_when_the_table_exists(results, monkeypatch):
 
 def _report(records) -> str:  # a report function of this module, so the constants above are its table's
     return ""
+
+
+def _chain_points(gains):
+    import pandas as pd
+
+    return pd.DataFrame({"configuration": bench_keqing.CHAIN_LABEL, "hops": [1, 2, 3], "gain": gains})
+
+
+LORA_METRIC = "Keqing decomposer, multi-hop questions decomposed right"
+
+
+def test_other_way_names_each_reversal_from_the_records():
+    text = overview.other_way(_chain_points([0.0, 1.0, 3.0]), (LORA_METRIC, "0 of 6 / 0 of 6 / 6 of 6"),
+                              {"simple": (-0.097, -0.159, -0.044, 113), "open": (-0.01, -0.033, 0.012, 50)})
+    assert text.startswith("Also the other way from the papers: ") and text.endswith(".")
+    assert "+0.0 / +1.0 / +3.0 Hits@1 points against sub-questions on MetaQA dev 1 / 2 / 3-hop" in text
+    assert "decomposes 0 of 6 multi-hop mini-world questions right against 6 of 6 in context" in text
+    assert "-9.7 points on simple (95% CI [-15.9, -4.4])" in text and "+10.1 on SimpleQuestions" in text
+    assert "on open" not in text  # its interval crosses zero: no direction to reverse
+
+
+def test_other_way_is_empty_when_ours_goes_the_papers_way():
+    assert overview.other_way(_chain_points([-2.0, -1.0, 0.0]), (LORA_METRIC, "6 of 6 / 0 of 6 / 5 of 6"),
+                              {"simple": (0.05, 0.01, 0.09, 100), "open": None}) == ""
+    # not recorded: the headline's value is a message, not counts
+    assert overview.other_way(_chain_points([-1.0, -1.0, -1.0]), (LORA_METRIC, "not recorded: run notebook 33"),
+                              {"simple": None, "open": None}) == ""
+
+
+def test_summary_ends_with_the_other_way_sentence(monkeypatch):
+    import pandas as pd
+
+    monkeypatch.setattr(overview, "other_way", lambda: "Also the other way from the papers: X.")
+    ov = pd.DataFrame({"paper": ["Keqing"], "metric": ["Hits@1"], "status": ["partial"], "method": ["CoT"],
+                       "set": ["MetaQA"], "cell": ["x"], "value": [1.0], "paper value": [2.0]})
+    assert overview.summary(ov).endswith(" Also the other way from the papers: X.")
+
+
+def test_lora_settings_are_notebook_33s_defaults():
+    from kgqa_lib.notebooks import notebook_paths
+
+    path = next(p for p in notebook_paths() if p.name.startswith("33_"))
+    cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    ns: dict = {}
+    exec("".join(cell["source"]), ns)
+    st = overview.LORA_SETTINGS
+    assert (st["hops"], st["n_questions"], st["seed"], st["n_exemplars"], st["llm"]) == \
+        (ns["HOPS"], ns["N_QUESTIONS"], ns["SEED"], ns["N_EXEMPLARS"], ns["LLM"])
+    assert st["recipe"] == {"rank": ns["RANK"], "lr": ns["LR"], "steps": ns["STEPS"], "seed": ns["SEED"]}

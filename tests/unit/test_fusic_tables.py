@@ -123,8 +123,29 @@ def test_figures_are_titled_and_labelled():
                                                            "gtech.fs_dense (n=4)"]
     widths = [p.get_width() for p in ax.patches]
     assert sum(widths) == pytest.approx(14.4 + 9.6 + 14.4 + 18.9 + 2 * (1.0 + 2.0 + 0.5 + 3.0 + 4.0))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "exemplars" in legend  # 0.5 s of 10.5 shows
     fig = B.figure_ablations(records)
     assert fig.axes[1].get_ylabel() == "F1 gained over round 0 (points)" and fig.axes[2].get_ylabel()
+
+
+def test_the_cost_figure_marks_what_a_question_takes_live_when_calls_came_from_the_cache():
+    cached = []
+    for i in range(4):
+        r = _rec(f"q{i}", 1.0)
+        r["llm"].update(cache_hits=2, calls=4, recorded_seconds=30.0)  # two calls replayed: their stages show less
+        r["stages"]["seconds"]["exemplars"] = 0.0001
+        cached.append(r)
+    records = _cells(**{"metaqa1.fs_dense": cached, "gtech.fs_dense": cached})
+    assert B.live_seconds(cached) == (pytest.approx(31.0001), 0.5)  # retrieval 1 + exemplars + 30 s of LLM calls
+    assert B.live_seconds([{"stages": None}]) is None
+    fig = B.figure_costs(B.result_tables(records)["cost"], records=records)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()][1] == "metaqa1.fs_dense (n=4, 50% of calls cached)"
+    ticks = ax.collections[0].get_offsets()
+    assert list(ticks[0]) == [pytest.approx(31.0001), 1]  # the live total beside the bar
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "exemplars" not in legend and any(t.startswith("live total") for t in legend)
 
 
 def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way():

@@ -344,6 +344,24 @@ def test_the_lora_headline_counts_the_multi_hop_decompositions_right():
     metric, value = L.headline(runs, 4)
     assert "LoRA-tuned 0.5B / the same 0.5B zero-shot / in context with 4 worked examples" in metric
     assert value == "1 of 2 / 0 of 2 / 2 of 2"  # multi-hop only: q2 and q3
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = L.figure_multihop(runs).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(right)
+    assert [round(p.get_width(), 2) for p in ax.patches] == [1.0, 1.0, 0.0, 0.5]  # the headline's shares, not all hops
+    assert [t.get_text() for t in ax.texts] == ["2 of 2", "2 of 2", "0 of 2", "1 of 2"]
+    assert "multi-hop" in ax.get_title() and "n=2" in ax.get_title() and "Wilson" in ax.get_xlabel()
+
+
+def test_wilson_interval_of_a_few_questions():
+    from kgqa_lib.evaluate.metrics import wilson_interval
+
+    low, high = wilson_interval(0, 6)
+    assert low == 0.0 and high == pytest.approx(0.390, abs=1e-3)  # 0 of 6 still leaves up to 39%
+    assert wilson_interval(6, 6)[0] == pytest.approx(0.610, abs=1e-3) and wilson_interval(6, 6)[1] == 1.0
+    assert wilson_interval(5, 10) == (pytest.approx(0.2366, abs=1e-3), pytest.approx(0.7634, abs=1e-3))
+    assert all(math.isnan(v) for v in wilson_interval(0, 0))
 
 
 def test_the_cross_paper_headline_is_each_papers_main_method_beside_the_paper(results):

@@ -119,8 +119,63 @@ def test_stage_displays_of_the_walkthroughs():
                      [Path("t", [hop], 0.8), Path("t", [back], 0.1)], [[("T", "directed by", "M")], [("A", "starred actors", "T")]])
     assert W.tog_relations(step).iloc[0]["kept (score)"] == "directed by (0.80)"
     assert W.tog_entities(step).iloc[0]["candidates (path score)"] == "M (0.80)"
+    many = DepthStep(1, ["T"], [RelationPruning("T", [f"relation {i}" for i in range(9)], [], called=False)],
+                     [EntityScoring("T, r", [f"Country {i}" for i in range(12)], [0.0] * 12)], 0, [], [])
+    cell = W.tog_entities(many).iloc[0]["candidates (path score)"]
+    assert cell == "Country 0 (0.00), Country 1 (0.00), Country 2 (0.00), … and 9 more"  # whole names that fit in 80
+    assert len(cell) <= 90  # within the notebooks' display.max_colwidth, so pandas cuts nothing
+    assert W.tog_relations(many, width=40).iloc[0]["shown"] == "relation 0; relation 1; … and 7 more"
+    assert W.first_and_count(["a", "b"], 5) == "a, b" and W.first_and_count(["a" * 50, "b"], 10) == "a" * 50 + ", … and 1 more"
     assert list(W.tog_beam(step)["path"]) == ["(T | directed by | M)", "(A | starred actors | T)"]
     layers, edges, titles = W.tog_layers([step], ["T"])
     assert layers == [["T"], ["M", "A"]] and edges == [(0, "T", "M"), (0, "T", "A")]
     assert titles == ["topic entity", "depth 1: directed by, starred actors (reverse)"]
     assert W.tog_layers([step], ["T"], look=step)[2][-1].startswith("depth 1 (a look past the stop)")
+
+
+def test_kbbinder_layers_keep_drafts_that_disagree_apart_and_end_in_the_vote():
+    from kgqa_lib.methods.kbbinder import Candidate, Draft, Outcome, vote
+
+    fwd, back = '(JOIN (R directed_by) "O")', '(JOIN directed_by "O")'
+    cands = {s: [Candidate(f"{s}#{i}", 2.0 - i, [rel, "O"]) for i, rel in enumerate(("directed_by", "written_by"))]
+             for s in (fwd, back)}
+
+    def outcome(i, s):
+        if s == fwd:
+            return Outcome(Draft(i, s, s), [], cands[s], [{"sexpr": f"{s}#0", "status": "ok", "n": 1}], ["Nolan"], f"{s}#0", "ok")
+        return Outcome(Draft(i, s, s), [], cands[s], [{"sexpr": c.sexpr, "status": "empty", "n": 0} for c in cands[s]])
+
+    outcomes = [outcome(0, fwd), outcome(1, back), outcome(2, fwd), outcome(3, back), Outcome(Draft(4, "?", error="no_sexpr"),
+                                                                                                  status="no_sexpr")]
+    layers, edges, titles = W.kbbinder_layers(outcomes, vote(outcomes))
+    assert layers[0] == [f"drafts 0, 2: {fwd}", f"drafts 1, 3: {back}", "draft 4: no_sexpr"]  # each direction its own box
+    assert layers[1] == ["d0: directed_by / O → ok: 1 answer", "d0: written_by / O → not run",
+                         "d1: directed_by / O → empty", "d1: written_by / O → empty"]
+    assert layers[2:] == [["Nolan (2 votes)", "no answer (3 drafts)"], ["Nolan"]]
+    assert (1, layers[1][0], "Nolan (2 votes)") in edges and (2, "Nolan (2 votes)", "Nolan") in edges
+    assert (1, layers[1][1], "Nolan (2 votes)") not in edges  # not run: no answer set
+    assert {(1, layers[1][k], "no answer (3 drafts)") for k in (2, 3)} <= set(edges)
+    assert titles[-1] == "the vote's answer" and len(W.kbbinder_layers(outcomes)[0]) == 3  # no vote, no column
+
+
+def test_graph_drawings_have_a_gold_legend():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kgqa_lib import viz
+
+    fig, (a, b, c, d) = plt.subplots(1, 4)
+    viz.draw_reasoning_path(a, [["Kenya"], ["Nolan (2 votes)"], ["Nolan"]], [(0, "Kenya", "Nolan (2 votes)")], highlight=["nolan"])
+    assert [t.get_text() for t in a.get_legend().get_texts()] == ["gold answer (nolan)"]
+    boxes = {t.get_text(): t.get_bbox_patch().get_facecolor() for t in a.texts if t.get_bbox_patch()}
+    assert boxes["Nolan (2 votes)"] == boxes["Nolan"] != boxes["Kenya"]  # a vote count's box is gold too
+    viz.draw_reasoning_path(b, [["Kenya"], ["Nairobi"]], [(0, "Kenya", "Nairobi")], highlight=["Mount Kenya"])
+    assert [t.get_text() for t in b.get_legend().get_texts()] == ["gold answer not in this drawing: Mount Kenya"]
+    viz.draw_triples(c, [("Kenya", "capital", "Nairobi")], highlight=["Nairobi"])
+    assert [t.get_text() for t in c.get_legend().get_texts()] == ["gold answer (Nairobi)"]
+    viz.draw_triples(d, [("Kenya", "capital", "Nairobi")])
+    assert d.get_legend() is None  # no gold given, none claimed
+    assert viz.is_gold("Nolan (3 votes)", ["NOLAN"]) and not viz.is_gold("Nolanville", ["Nolan"])
+    plt.close(fig)
