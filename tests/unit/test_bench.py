@@ -505,12 +505,17 @@ def test_bench_run_with_another_model_estimates_and_refuses_unknown_models(tmp_p
     from kgqa_lib.cli import main
 
     before = sorted(p for p in (repo_root() / "results").rglob("*"))
-    assert main(["bench", "run", "keqing_full", "--llm", "local:qwen2.5-0.5b"]) == 0
-    out = capsys.readouterr().out
-    assert "qwen2.5-0.5b-instruct-q4" in out and "nothing was run" in out and "--llm local:qwen2.5-0.5b" in out
-    k = core.completeness(bench.get_table("keqing_full"), model="qwen2.5-0.5b-instruct-q4")
-    if any(r["present"] == 0 for r in k["rows"]):  # costs from the 1.5B's records of the same cells
-        assert "LLM calls" in out and "depends on its speed" in out
+    for table in ("keqing_full", "pgakv_test"):  # whether the 0.5B's records are complete or not
+        assert main(["bench", "run", table, "--llm", "local:qwen2.5-0.5b"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"{table} with qwen2.5-0.5b-instruct-q4: ")
+        k = core.completeness(bench.get_table(table), model="qwen2.5-0.5b-instruct-q4")
+        if k["complete"] == k["cells"]:
+            assert "nothing to run: every cell has its planned questions" in out
+            continue
+        assert "nothing was run" in out and f"--llm local:qwen2.5-0.5b" in out
+        if any(r["present"] == 0 for r in k["rows"]):  # costs from the 1.5B's records of the same cells
+            assert "LLM calls" in out and "depends on its speed" in out
     assert sorted(p for p in (repo_root() / "results").rglob("*")) == before  # an estimate writes nothing
     assert main(["bench", "run", "keqing_full", "--llm", "nonsense"]) == 2
     err = capsys.readouterr().err
