@@ -94,13 +94,16 @@ chromium:
 		else echo "note: could not install chromium; the site's browser test will skip"; fi; \
 	else echo "note: Chromium not installed (needs apt-get as root); the site's browser test will skip"; fi
 
-# VENV may be set on the command line: only a folder inside this clone is removed
+# VENV may be set on the command line: only a folder inside this clone is removed. The shell reads the
+# path from the environment, never spliced into the command, so no quote in it can add another path.
+clean-venv: export KGQA_CLEAN_VENV := $(VENV)
 clean-venv:
-	@case "$$(realpath -m -- '$(VENV)' 2>/dev/null)/" in \
-		"$$(realpath -- '$(CURDIR)')"/?*) ;; \
-		*) echo "refusing to remove VENV=$(VENV): it is not a folder inside this clone ($(CURDIR)); remove it yourself"; exit 1;; \
+	@case "$$(realpath -m -- "$$KGQA_CLEAN_VENV" 2>/dev/null)/" in \
+		"$$(pwd -P)"/?*) ;; \
+		*) printf 'refusing to remove VENV=%s: it is not a folder inside this clone (%s); remove it yourself\n' \
+			"$$KGQA_CLEAN_VENV" "$$(pwd -P)"; exit 1;; \
 	esac
-	rm -rf -- '$(VENV)'
+	rm -rf -- "$$KGQA_CLEAN_VENV"
 
 print-llama-cmake-args:
 	@echo $(LLAMA_CMAKE_ARGS)

@@ -191,3 +191,90 @@ def grouped_ci_bars(ax, groups: list, series: dict, notes: list | None = None):
     for i, text in enumerate(notes or []):
         ax.text(i, top * 1.03, text, ha="center", va="bottom", fontsize=7)
     return ax
+
+
+def pruning_sweep(sweep, dev: dict, paper_threshold: float, chosen: float):
+    """Notebook 12: PG&AKV's pruning re-scored offline, one panel per set of ``dev`` (``{set: records}``):
+    the share of dev questions with a gold answer in the pruned ground graph per threshold, a line per ``k``
+    (``sweep``: rows of set, k, threshold, ``gold in G_g``), the share with one among the retrieved triples
+    (the ceiling), the paper's threshold and the one chosen on dev."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .evaluate.pgakv_analysis import gold_funnel
+
+    fig, axes = plt.subplots(1, len(dev), figsize=(5 * len(dev), 3.2), sharey=True, squeeze=False)
+    for ax, s in zip(axes[0], dev):
+        for k, rows in sweep[sweep["set"] == s].groupby("k", sort=False):
+            ax.plot(rows["threshold"], rows["gold in G_g"], marker="o", label=f"k = {k}")
+        ax.axhline(np.mean([gold_funnel(r)["G_t"] for r in dev[s]]), color="#999999", ls=":",
+                   label="gold among retrieved (G_t)")
+        ax.axvline(paper_threshold, color="#C44E52", lw=1, ls="--", label="the paper's threshold")
+        ax.axvline(chosen, color="black", lw=1, ls="-.", label="chosen on dev")
+        ax.set_title(f"{s}, dev questions (n={len(dev[s])})", fontsize=9)
+        ax.set_xlabel("pruning threshold (mean cosine of a subject's triples)")
+    axes[0][0].set_ylabel("share of questions with a gold answer in G_g")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Pruning re-scored offline: what the ground graph keeps", y=1.02)
+    return fig
+
+
+FUNNEL_STAGES = ("G_p", "G_t", "G_g", "G_f")
+
+
+def gold_funnel_lines(frame):
+    """Notebook 14: the share of test questions with a gold answer at each stage of PG&AKV (sketch → retrieved
+    → pruned → verified), a line per row of ``frame`` (indexed by set, with ``run``, ``n`` and a column per stage)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3))
+    for s, row in frame.iterrows():
+        ax.plot(list(FUNNEL_STAGES), row[list(FUNNEL_STAGES)], marker="o", label=f"{s}, {row['run']} (n={row['n']})")
+    ax.set_ylabel("share of test questions")
+    ax.set_xlabel("stage: sketch → retrieved → pruned → verified")
+    ax.set_ylim(0, 1)
+    ax.set_title("A gold answer present at each stage of PG&AKV (test questions)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
+def retrieved_paths(paths_table, retrievers: list, k: int, question: str):
+    """Notebook 20: each retriever's top ``k`` candidate paths with their scores, the gold path in red
+    (``paths_table``: rows of retriever, path, score, gold); BM25's score is on its own scale, the dense
+    retrievers' a cosine."""
+    import re
+
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(retrievers), figsize=(6 * len(retrievers), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], retrievers):
+        t = paths_table[paths_table.retriever == name]
+        ax.barh(range(len(t)), t.score, color=["#C44E52" if g else "#4C72B0" for g in t.gold])
+        ax.set_yticks(range(len(t)), [re.sub(r"\w+\.\w+\.(\w+)", r"\1", p.split(" → ", 1)[-1]) for p in t.path],
+                      fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("BM25 score (its own scale, not a cosine)" if name == "bm25" else "cosine similarity", fontsize=8)
+        ax.set_title(f"{name}: top {k} paths (red = the gold path)", fontsize=9)
+    fig.suptitle(question, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def overview_panels(ov, skip: tuple[str, ...] = ("FuSIC-KBQA",)):
+    """Notebook 90: one panel per paper and metric of the overview ``ov`` (:func:`kgqa_lib.bench.overview.overview`):
+    ours against the paper's values per question set (:func:`kgqa_lib.bench.overview.plot`); the papers in
+    ``skip`` have their own figure."""
+    import matplotlib.pyplot as plt
+
+    from .bench.overview import plot, short_set
+
+    groups = [g for g in dict.fromkeys(zip(ov["paper"], ov["metric"])) if g[0] not in skip]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(13, 3.3 * len(groups)), squeeze=False)
+    for ax, (paper, metric) in zip(axes[:, 0], groups):
+        rows = ov[(ov["paper"] == paper) & (ov["metric"] == metric)]
+        note = "; GrailQA on a gold-fact fragment" if rows["set"].str.contains("fragment").any() else ""
+        plot(ax, rows.assign(set=rows["set"].map(short_set)), f"{paper}, {metric}: ours (local 1.5B model) and the paper's{note}")
+        ax.set_xlabel("question set")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig

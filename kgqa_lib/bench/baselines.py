@@ -70,6 +70,15 @@ def judged_stop_depths(recs: list[dict[str, Any]]) -> Counter:
                    if t.get("stopped") == "judged_sufficient")
 
 
+def judged_stops_line() -> str:
+    """How often the judge stopped ToG's search in the saved benchmark records (mini-world and MetaQA), and how
+    often at depth 1 (:func:`judged_stop_depths`): what notebook 41 says of its question, judged "no" at depth 1."""
+    judged = judged_stop_depths([r for t in (TABLE_MINIWORLD, TABLE_METAQA) for recs in (Records(t),)
+                                 for c in t.cells if c.name.startswith("tog_") for r in recs(c.name)])
+    return (f"in the saved ToG benchmark records: {sum(judged.values())} searches stopped by the judge, "
+            f"{judged[1]} at depth 1")
+
+
 def strip(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r[k] for k in KEEP if k in r}
     out["trace"] = [{"name": s["name"], "seconds": s.get("seconds", 0.0)} for s in r.get("trace") or []]
@@ -89,21 +98,6 @@ def _costs(recs: list[dict[str, Any]]) -> list[str]:
         return ["", "", ""]
     row = summarize(recs)
     return [f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f}"]
-
-
-#: how the report has always ended a row without records: its three cost cells and the profile empty
-_NO_RECORDS_TAIL = "  | |  |  |"
-
-
-def _md(t: ResultTable, n_col: int = 2) -> str:
-    """The report's pipe table of ``t``: :meth:`ResultTable.markdown`, except that a row without records
-    (0 in column ``n_col``) ends with its empty cost and profile cells laid out as the report always has."""
-    lines = t.markdown().splitlines()[:2]
-    for r in t.rows:
-        cells = [str(c) for c in r]
-        lines.append("| " + " | ".join(cells[:-4]) + " |" + _NO_RECORDS_TAIL if r[n_col] == 0 and not any(cells[-4:])
-                     else "| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def _tog_profile(recs: list[dict[str, Any]]) -> str:
@@ -249,7 +243,7 @@ def floor_section(records: Records, keqing: Records) -> list[str]:
              "stop it before a path can reach the answer. Both ways on the same questions (the floor's cell holds "
              f"the same {METAQA_SAMPLE} questions per hop as `tog_metaqa_{{k}}hop`; rows are restricted to the "
              "questions both answered), gains paired (bootstrap 95% CI, points).", ""]
-    return lines + [_md(floor_table(records, keqing), n_col=3)]
+    return lines + [floor_table(records, keqing).markdown()]
 
 
 def metaqa_table(records: Records, keqing: Records) -> ResultTable:
@@ -291,7 +285,7 @@ def report_metaqa(records: Records) -> str:
              "points. The paper's column: Keqing paper, Table 2, row KB-BINDER (Keqing's appendix B says its baseline "
              "results are recorded from their papers directly and that KB-BINDER drafts with Codex; it names no "
              "split for them); no published ToG number on MetaQA is in our papers.", "",
-             _md(metaqa_table(records, keqing))]
+             metaqa_table(records, keqing).markdown()]
     kb = {h: records(f"kbbinder_metaqa_{h}hop") for h in HOPS}
     if any(kb.values()):
         pts = lambda rs, k: f"{100 * sum(r['metrics'][k] for r in rs) / len(rs):.1f}" if rs else "—"  # noqa: E731

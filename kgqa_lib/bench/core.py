@@ -444,25 +444,31 @@ def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def models_tables(table: Table, others: list[str]):
+    """The model axis of a table as two :class:`~kgqa_lib.bench.result_table.ResultTable` values: how each model
+    with records was served, and its cells beside the default model's (:func:`models_rows`)."""
+    from .result_table import table as result_table
+
+    d = default_key()
+    served = [(m, _engine([r for c in table.cells for r in Records(table, None if m == d else m)(c.name)]))
+              for m in (d, *others)]
+    cols = ["cell", "metric", d, *others, *(f"{m} − {d} (paired)" for m in others)]
+    return (result_table("served_by", "How each model was served", ["model", "served by"], served),
+            result_table("models", f"{table.name}: every model with records, cell by cell", cols,
+                         [[r[k] for k in cols] for r in models_rows(table, others)]))
+
+
 def models_section(table: Table, others: list[str]) -> str:
-    """Every model with records beside the default one, cell by cell (:func:`models_rows`), with how each
+    """Every model with records beside the default one, cell by cell (:func:`models_tables`), with how each
     model was served, as the Markdown section every report ends with when another model has records."""
     d = default_key()
-    base = Records(table)
+    served, models = models_tables(table, others)
     lines = ["", "## Models", "",
              f"The tables above are the default model's ({d}). Each other model with saved records, cell by cell: "
              f"{table.metric} in points with a 95% bootstrap CI, and its paired difference from {d} on the "
              "questions both answered (95% paired bootstrap CI). Answers of two models, or of one model served "
              "by two engines, differ for reasons beyond the method; read a difference as the pair's, not the "
-             "method's alone.", "",
-             "| model | served by |", "|---|---|",
-             f"| {d} | {_engine([r for c in table.cells for r in base(c.name)])} |"]
-    for m in others:
-        lines.append(f"| {m} | {_engine([r for c in table.cells for r in Records(table, m)(c.name)])} |")
-    rows = models_rows(table, others)
-    cols = ["cell", "metric", d, *others, *(f"{m} − {d} (paired)" for m in others)]
-    lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[k]) for k in cols) + " |" for r in rows]
+             "method's alone.", "", served.markdown(), "", models.markdown()]
     return "\n".join(lines) + "\n"
 
 

@@ -130,13 +130,14 @@ def _read_run(path: Path) -> list[dict[str, Any]]:
     hint = "give run files written by `kgqa run` (results/runs/*.jsonl, or saved .jsonl.gz)"
     try:
         records = read_records(path, dedupe=False)
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not a run file: not UTF-8 text ({exc.reason} at byte {exc.start}); {hint}") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UsageError(f"{path} is not a run file: not a readable gzip file ({exc or type(exc).__name__}); "
                          f"{hint}") from None
     except OSError as exc:
         raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {hint}") from None
+    if records.not_text and not records:
+        raise UsageError(f"{path} is not a run file: not UTF-8 text ({records.not_text} line(s) of other bytes and "
+                         f"no record); {hint}")
     for r in records:
         qid = f"of qid {r['qid']!r} " if isinstance(r.get("qid"), (str, int)) else ""
         for key in _RUN_NUMBERS:

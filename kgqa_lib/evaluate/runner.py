@@ -140,7 +140,7 @@ def dedupe_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
 
 
 def read_records(path: str | Path, *, dedupe: bool = True) -> RunRecords:
-    """All complete records of a run file (a truncated last line from a killed run is skipped);
+    """All complete records of a run file (a truncated line from a killed run or a full disk is skipped);
     a ``.gz`` file (a saved benchmark run, see :func:`save_runs`) is read the same way. Several
     records of one question (qid) count once — the last one — with a :class:`DuplicateRecordsWarning`
     (``dedupe=False``: every line as written). A :class:`RunRecords` list (``.to_df()``)."""
@@ -153,10 +153,15 @@ def read_records(path: str | Path, *, dedupe: bool = True) -> RunRecords:
     if not path.exists():
         return out
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
+    with opener(path, "rb") as fh:
         for line in fh:
+            try:  # (a line a full disk or a kill cut inside a multi-byte character is not UTF-8: skipped too)
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                out.not_text += 1
+                continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(text)
             except ValueError:
                 continue
             if isinstance(rec, dict):
@@ -338,10 +343,12 @@ class RunIncomplete(RuntimeError):
 class RunRecords(list):
     """Run records (a list): the run's in dataset order from :func:`run`, a file's from
     :func:`read_records`; ``path`` (the run file), ``rescored`` (records re-scored on resume because
-    their question or gold changed) and :meth:`to_df`."""
+    their question or gold changed), ``not_text`` (lines of the file that are not UTF-8, skipped) and
+    :meth:`to_df`."""
 
     path: Path | None = None
     rescored: int = 0
+    not_text: int = 0
 
     def to_df(self, join: str | None = " | "):
         """One row per record: see :func:`records_to_df`."""
@@ -409,6 +416,20 @@ def _unmetered(kg: Any) -> Any:
     return kg._inner if isinstance(kg, Metered) else kg
 
 
+def _setup_error(exc: BaseException) -> UserError | None:
+    """``exc``, or an exception it was raised from (a library may wrap it), when it is a
+    :class:`~kgqa_lib.errors.UserError`: the command or the setup is wrong (a bad environment variable
+    found at the first query, a missing part), which no question's answer can be."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, UserError):
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def _redact(text: str) -> str:
     """Second line of defence: an API key never reaches a run record, whatever an exception says."""
     key = os.environ.get("OPENAI_API_KEY")
@@ -418,8 +439,9 @@ def _redact(text: str) -> str:
 def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, Any]]:
     """Run one question and measure it; an exception inside the method becomes a recorded error,
     except an :class:`~kgqa_lib.errors.InfrastructureError` (endpoint down, replay miss, the KG's
-    store failing: :func:`~kgqa_lib.kg.graph.store_failure`), which is raised: the question was not
-    answered."""
+    store failing: :func:`~kgqa_lib.kg.graph.store_failure`) or a
+    :class:`~kgqa_lib.errors.UserError` (a setup found wrong only when a question used it), which is
+    raised: the question was not answered."""
     fn = get_method(method)
     kg = ctx.kg
     kg_before = kg.snapshot() if isinstance(kg, Metered) else (0, 0.0)
@@ -433,6 +455,9 @@ def run_question(method: str, q, ctx: Context) -> tuple[MethodResult, dict[str, 
             failed = store_failure(exc)  # ... unless the KG's own store failed under it
             if failed is not None:
                 raise failed from exc
+            setup = _setup_error(exc)  # ... or the setup is wrong: the command stops (exit 2), nothing recorded
+            if setup is not None:
+                raise setup from None
             result = MethodResult([], "", [], f"exception:{type(exc).__name__}: {_redact(str(exc))[:300]}")
     seconds = time.perf_counter() - t
     kg_after = kg.snapshot() if isinstance(kg, Metered) else (0, 0.0)

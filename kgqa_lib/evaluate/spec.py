@@ -103,6 +103,15 @@ def out_file(text: str) -> str:
     return text
 
 
+def run_file(text: str) -> str:
+    """``kgqa run --out FILE``: as :func:`out_file`, and a plain ``.jsonl`` (answers are appended one line
+    at a time, which a gzip file cannot take; ``kgqa bench`` keeps compressed ``.jsonl.gz`` copies)."""
+    if text.lower().endswith((".gz", ".gzip")):
+        raise argparse.ArgumentTypeError(f"{text!r} is a gzip name: a run is written as plain JSONL, one answer a "
+                                         f"line; give a .jsonl path (e.g. {text[:text.lower().rindex('.gz')]!r})")
+    return out_file(text)
+
+
 class ArgvParser(argparse.ArgumentParser):
     """A bad command line is a :class:`~kgqa_lib.errors.UsageError` (one line on stderr, exit code 2:
     see :func:`kgqa_lib.cli.main`), never a SystemExit."""
@@ -132,7 +141,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                    help="method setting (see --help-settings)")
-    p.add_argument("--out", type=out_file, default=None,
+    p.add_argument("--out", type=run_file, default=None,
                    help="run file (default results/runs/<dataset>__<method>__<model>.jsonl)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--kg", default=None, help="the KG the questions are asked against, for the methods that read one "

@@ -138,3 +138,68 @@ def kbbinder_layers(outcomes: list[Any], vote: Any = None, max_candidates: int =
         if won is not None:
             edges.append((2, set_name[won], final))
     return [list(dict.fromkeys(x)) for x in layers], list(dict.fromkeys(edges)), titles
+
+
+def keqing_layers(steps: list[Any], label: Any) -> tuple[list, list, list]:
+    """(layers, edges, titles) for :func:`~kgqa_lib.viz.draw_reasoning_path`: Keqing's sub-questions as
+    columns. Column 0: the first sub-question's seed entities (named by ``label``, e.g. ``kg.label``); then
+    per sub-question the answers its reasoning kept, the edges of the chosen candidate groups' triples that
+    reached a kept answer, and a title naming the sub-question and the relation chains it chose."""
+    layers = [[label(v) for v in steps[0].seeds]] if steps else []
+    layers += [[label(v) if "://" in v else v for v in st.reasoning.answers] for st in steps]
+    edges = []
+    for i, st in enumerate(steps):
+        kept = set(st.reasoning.answers)
+        for c in st.reasoning.chosen:
+            edges += [(i, h, t) for (h, _, t), v in zip(st.groups[c].triples, st.groups[c].reached) if v in kept]
+    titles = ["topic entity"] + [f"{st.sub.id}: " + " / ".join(c for i in st.reasoning.chosen for c in st.groups[i].chain)
+                                 for st in steps]
+    return layers, edges, titles
+
+
+def tog_answer(result: Any, gold: list[str]) -> str:
+    """Where ToG's answer came from, as the method decided it (its ``summary`` stage: the judge's answer after a
+    "yes", the paths, or the LLM's own knowledge), the answer with its Hits@1 and F1 against ``gold``, why the
+    search stopped, and the LLM calls per kind; with the answering stage's reply when one was asked."""
+    from .metrics import score
+
+    summary = next(st.output for st in result.trace if st.name == "summary")
+    scores = {k: v for k, v in score(result.answers, gold).items() if k in ("hits@1", "f1")}
+    lines = [f"answer from {summary['answer_from'].replace('_', ' ')}: {result.answers} {scores}",
+             f"search stopped: {summary['stopped']} after {summary['depth_reached']} depth(s) | LLM calls: {summary['calls']}"]
+    asked = next((st.output for st in result.trace if st.name.startswith("answer_from_")), None)
+    if asked is not None:
+        lines.append("the answering call replied: " + str(getattr(asked, "text", asked)).strip())
+    return "\n".join(lines)
+
+
+def tog_search_state(step: Any) -> str | None:
+    """Why ToG's search stops after ``step`` — ``beam_empty``, ``judged_sufficient`` (the judge said yes) — or
+    None when it goes on (the judge said no, or was not asked: the depth floor)."""
+    if not step.beam:
+        return "beam_empty"
+    return "judged_sufficient" if step.judgement is not None and step.judgement.sufficient else None
+
+
+def tog_deeper(question: str, steps: list[Any], ctx: Any, s: Any, kg: Any, display: Any = None) -> str:
+    """Notebook 41: ToG's search past ``steps`` (explored and judged by the notebook), depth after depth as
+    :func:`~kgqa_lib.methods.tog.beam_search` goes — explore, then the judge unless the depth floor skips it —
+    until the judge says yes, the beam empties or ``s.depth``. Each new depth's prunings and beam go to
+    ``display`` (IPython's by default), the paths and the judge's reply are printed. Appends the new steps and
+    returns why the search stopped."""
+    from ..methods import tog as T
+
+    if display is None:
+        from IPython.display import display
+
+    stopped = tog_search_state(steps[-1])
+    while not stopped and len(steps) < s.depth:
+        step = T.explore_depth(question, steps[-1].beam, ctx, len(steps) + 1, s)
+        steps.append(step)
+        display(tog_relations(step), tog_entities(step), tog_beam(step))
+        step.judge_skipped = T.judge_skip(step.depth, s.min_depth) if step.beam else None
+        if step.beam and step.judge_skipped is None:
+            step.judgement = T.judge(question, step.beam, ctx, s.max_triples)
+            print(T.paths_text(step.beam, kg, s.max_triples), "\n---\n" + step.judgement.text)
+        stopped = tog_search_state(step)
+    return stopped or "max_depth"

@@ -29,6 +29,17 @@ def test_a_venv_outside_the_clone_is_refused(tmp_path, venv):
     assert (outside / "precious").read_text() == "keep me" and (clone / ".venv").is_dir()
 
 
+@pytest.mark.parametrize("venv", [".venv' {outside} '", "x' {outside} '", ".venv\" {outside} \"", ".venv; rm -rf {outside}"])
+def test_a_quote_in_venv_cannot_name_another_folder(tmp_path, venv):
+    """The path is one argument whatever it holds: a quote cannot close it and add a second one."""
+    clone, outside = tmp_path / "clone", tmp_path / "outside"
+    (clone / ".venv").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "precious").write_text("keep me")
+    _clean(clone, venv.format(outside=outside))
+    assert (outside / "precious").read_text() == "keep me" and (clone / ".venv").is_dir()
+
+
 @pytest.mark.parametrize("venv", [".venv", "{clone}/.venv", "envs/py311"])
 def test_a_venv_inside_the_clone_is_removed(tmp_path, venv):
     clone = tmp_path / "clone"

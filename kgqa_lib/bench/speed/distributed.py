@@ -22,6 +22,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from ..measure import Measurement, Option, register
+from .timing import md_table
 
 
 def _noop() -> float:
@@ -111,13 +112,13 @@ def report(d: dict[str, Any]) -> str:
         f"time inside a shard. {d['engine']}, Python {d['python']}, {d['cores']} cores"
         + (f" (load average {load[0]:.1f} at the end: the machine is shared)" if load else "") + ".",
         "",
-        "| workers | shards | questions | wall s | questions/s | speed-up | speed-up / N (the table's target: ≥ 0.8) | fixed cost per shard s | overhead per question s | queued s | cluster start s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        md_table(["workers", "shards", "questions", "wall s", "questions/s", "speed-up",
+                  "speed-up / N (the table's target: ≥ 0.8)", "fixed cost per shard s", "overhead per question s",
+                  "queued s", "cluster start s"],
+                 [[r["workers"], r["shards"], r["questions"], f"{r['wall_s']:.1f}", f"{r['questions_per_s']:.3f}",
+                   r["speedup"], r["ratio_to_Nx"], f"{r['shard_fixed_s']:.2f}", f"{r['per_question_overhead_s']:.3f}",
+                   f"{r['queued_s']:.2f}", f"{r['cluster_start_s']:.1f}"] for r in d["rows"]]),
     ]
-    for r in d["rows"]:
-        lines.append(f"| {r['workers']} | {r['shards']} | {r['questions']} | {r['wall_s']:.1f} | {r['questions_per_s']:.3f} | "
-                     f"{r['speedup']} | {r['ratio_to_Nx']} | {r['shard_fixed_s']:.2f} | {r['per_question_overhead_s']:.3f} | "
-                     f"{r['queued_s']:.2f} | {r['cluster_start_s']:.1f} |")
     lines += [
         "",
         f"Engine: a LocalCluster (scheduler + 2 worker processes) starts in {d['cluster_start_s']:.2f} s; a no-op "

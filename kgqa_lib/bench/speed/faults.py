@@ -59,6 +59,7 @@ from typing import Any, Callable
 
 from ...paths import data_dir, repo_root
 from ..measure import Measurement, Option, register
+from .timing import md_table
 
 QUESTIONS = 3  # of tiny:films, per scenario
 KILL_QUESTIONS = 6  # of the killed table's cell
@@ -523,15 +524,13 @@ def report(d: dict[str, Any]) -> str:
         "(for the killed `kgqa bench run`: its one line saying it was stopped and what it saved). *Seconds*: the "
         "faulty command's wall time (for the kill: from SIGTERM to its exit).",
         "",
-        "| fault | how it is made | exit | scored | one line | seconds | resume exit | answered | duplicates | as expected |",
-        "|" + "---|" * 10,
+        md_table(["fault", "how it is made", "exit", "scored", "one line", "seconds", "resume exit", "answered",
+                  "duplicates", "as expected"],
+                 [[r["fault"], _cell(r["made_by"]), "hang" if r["exit"] is None else r["exit"], r["scored"],
+                   "yes" if r["one_line"] else "**no**", f"{r['seconds']:.1f}",
+                   "hang" if r["resume_exit"] is None else r["resume_exit"], f"{r['answered']}/{r['questions']}",
+                   r["duplicates"], "yes" if r["ok"] else "**NO**"] for r in rows]),
     ]
-    for r in rows:
-        exit_ = "hang" if r["exit"] is None else str(r["exit"])
-        resume = "hang" if r["resume_exit"] is None else str(r["resume_exit"])
-        lines.append(f"| {r['fault']} | {_cell(r['made_by'])} | {exit_} | {r['scored']} | "
-                     f"{'yes' if r['one_line'] else '**no**'} | {r['seconds']:.1f} | {resume} | "
-                     f"{r['answered']}/{r['questions']} | {r['duplicates']} | {'yes' if r['ok'] else '**NO**'} |")
     kills = [r for r in rows if "orphans" in r]
     for r in kills:
         lines += ["", f"Killed `kgqa bench run`: {r['answered_before']} answers in the live run file when it was "

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from ..measure import Measurement, Option, register
-from .timing import progress
+from .timing import md_table, progress
 
 # ---------------------------------------------------------------------------------------------
 # Hostile text
@@ -244,10 +244,9 @@ def run(n: int = 2000, seed: int = 0, parsers: dict[str, Callable] | None = None
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| parser | inputs | crashes | error categories (counts) | slowest input (CPU s) |", "|---|---|---|---|---|"]
-    for r in rows:
-        cats = ", ".join(f"{k} {v}" for k, v in r["categories"].items())
-        out.append(f"| {r['parser']} | {r['inputs']} | {r['crashes']} | {cats} | {r['slowest_s']:.2f} |")
+    out = [md_table(["parser", "inputs", "crashes", "error categories (counts)", "slowest input (CPU s)"],
+                    [[r["parser"], r["inputs"], r["crashes"], ", ".join(f"{k} {v}" for k, v in r["categories"].items()),
+                      f"{r['slowest_s']:.2f}"] for r in rows])]
     for r in rows:
         for err, text in r["examples"]:
             out.append(f"\ncrash in {r['parser']}: {err} on {text!r}")

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from ...paths import data_dir
 from ..measure import Measurement, Option, register
+from .timing import md_table
 
 
 def hostile(port: int) -> list[tuple[str, str]]:
@@ -238,13 +239,13 @@ def report(d: dict[str, Any]) -> str:
     ]
     for backend, rows in d["backends"].items():
         sent = bool(rows) and "requests_sent" in rows[0]
-        lines += ["", "| backend | query | verdict | network calls | mutations | " + ("requests sent | " if sent else "")
-                  + "wall s / timeout | cpu after (s) | within timeout + 1 s, 0 calls, 0 mutations | detail |",
-                  "|" + "---|" * (10 if sent else 9)]
-        lines += [f"| {backend} | {r['query']} | {r['verdict']} | {r['network_calls']} | "
-                  f"{'CHANGED' if r['mutated'] else '0'}" + (f" | {r['requests_sent']}" if sent else "")
-                  + f" | {r['wall_s']:.2f} / {timeout:.0f} | {r['cpu_after_s']:.2f} | "
-                  f"{'yes' if r['ok'] else '**NO**'} | {r['detail'].replace('|', '/')} |" for r in rows]
+        lines += ["", md_table(["backend", "query", "verdict", "network calls", "mutations",
+                                *(["requests sent"] if sent else []), "wall s / timeout", "cpu after (s)",
+                                "within timeout + 1 s, 0 calls, 0 mutations", "detail"],
+                               [[backend, r["query"], r["verdict"], r["network_calls"], "CHANGED" if r["mutated"] else "0",
+                                 *([r["requests_sent"]] if sent else []), f"{r['wall_s']:.2f} / {timeout:.0f}",
+                                 f"{r['cpu_after_s']:.2f}", "yes" if r["ok"] else "**NO**", r["detail"].replace("|", "/")]
+                                for r in rows])]
     if "label_injection" in d:
         rows = d["label_injection"]
         n = rows[0]["names"] if rows else 0
@@ -252,10 +253,10 @@ def report(d: dict[str, Any]) -> str:
                   "written into, and adding a SERVICE clause that names the listener) through every caller of `lookup` "
                   "and every KG method that takes an IRI or a relation. A question error is recorded as that question's "
                   "answer; an outage would stop the run.",
-                  "", "| caller | names | returned | question errors | outages | network calls | wall s | "
-                  "0 calls, 0 outages |", "|" + "---|" * 8]
-        lines += [f"| {r['caller']} | {r['names']} | {r['returned']} | {r['question_errors']} | {r['outages']} | "
-                  f"{r['network_calls']} | {r['wall_s']:.2f} | {'yes' if r['ok'] else '**NO**'} |" for r in rows]
+                  "", md_table(["caller", "names", "returned", "question errors", "outages", "network calls", "wall s",
+                                "0 calls, 0 outages"],
+                               [[r["caller"], r["names"], r["returned"], r["question_errors"], r["outages"],
+                                 r["network_calls"], f"{r['wall_s']:.2f}", "yes" if r["ok"] else "**NO**"] for r in rows])]
     lines += ["", f"All within timeout + 1 s with 0 network calls and 0 mutations: **{'yes' if all_ok(d) else 'NO'}**", ""]
     return "\n".join(lines)
 

@@ -78,9 +78,10 @@ def sqlite_bytes(path: Path) -> int:
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+    """A report's pipe table: :meth:`kgqa_lib.bench.result_table.ResultTable.markdown` of these rows."""
+    from ..result_table import table
+
+    return table("table", "", headers, rows).markdown()
 
 
 def progress(iterable: Any, desc: str, total: int | None = None, unit: str = "it") -> Any:
