@@ -93,6 +93,7 @@ class Measurement:
     # (saves the JSON so far and rewrites the report: a long measurement keeps each finished part)
     needs: tuple[str, ...] = field(default=())
     requires: str = ""  # what the machine needs besides the package (data, binaries)
+    status: Callable[[dict[str, Any]], list[str]] | None = None  # more lines of `kgqa bench list` (the JSON → lines)
 
     @property
     def data_path(self) -> Path:
@@ -238,6 +239,8 @@ def status_lines(m: Measurement) -> list[str]:
         lines.append(f"  target: {m.target}{met}")
     if data.get("note"):
         lines.append(f"  note: {data['note']}")
+    if data and m.status is not None:
+        lines += m.status(data)
     if m.requires:
         lines.append(f"  requires: {m.requires}")
     if m.options:

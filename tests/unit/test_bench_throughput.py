@@ -155,3 +155,38 @@ def test_a_tiny_measurement_end_to_end(results, capsys):
         assert exact["decode_rows"] <= 3 * exact["decode_calls"]
     assert d["model_ids"]["rows6"].endswith("@batched") and d["model_ids"]["rows3"] == "qwen2.5-0.5b-instruct-q4"
     assert "LLM throughput" in (results / m.output).read_text()
+
+
+def test_the_whole_suite_with_the_fastest_identical_route():
+    """The suite's hours apply each method's fastest route that keeps the model id and gave identical answers;
+    a faster route under another model id (more rows) or with one answer different does not count."""
+    groups = [_group("sc", 3, 30.0, 15.0, 3), _group("kbbinder", 6, 40.0, 20.0, 6),
+              _group("kbbinder", 6, 40.0, 10.0, 6, rows="rows6")]
+    s = T.summarise(groups)
+    assert T.fastest_identical(s, 3) == {"sc": (2.0, "rows3"), "kbbinder": (2.0, "rows3")}
+    assert T.fastest_identical(s, 6)["kbbinder"] == (4.0, "rows6")
+    per_q = {"sc": {"questions": 10, "seconds": 36.0, "calls": 3.0}, "kbbinder": {"questions": 10, "seconds": 36.0,
+                                                                               "calls": 6.0},
+             "keqing": {"questions": 20, "seconds": 36.0, "calls": 2.5}}
+    p = T.suite_projection(per_q, s, 3)
+    assert (p["questions"], p["hours"], p["fastest_hours"], p["ratio"]) == (40, 0.4, 0.3, 1.33)
+    assert p["batchable_share"] == 0.5 and p["bound"] == 2.0
+    groups[0]["routes"]["rows3"]["identical_to_one"] = 2  # one SC answer differs: SC has no identical route
+    p = T.suite_projection(per_q, T.summarise(groups), 3)
+    assert p["routes"] == {"kbbinder": (2.0, "rows3")} and p["ratio"] == round(40 * 36 / (30 * 36 + 10 * 18), 2)
+    assert T.suite_projection({}, s, 3) is None
+
+
+def test_the_report_and_the_listing_say_what_the_whole_suite_gains(results, monkeypatch):
+    d = _data([_group("sc", 3, 30.0, 15.0, 3), _group("kbbinder", 6, 40.0, 30.0, 6)])
+    text = T.report(d)
+    assert "The whole suite: the committed records of `qwen2.5-0.5b-instruct-q4` hold 5 questions" in text
+    assert "(target ≥ 1.3×: **met**)" in text  # (3 × 11.7 s of SC at 2×, 2 × 18.5 s of Keqing as they were)
+    assert "at most 1.95× faster" in text and "decodes 6 samples of 20.0 tokens" in text
+    monkeypatch.setattr(T, "recorded_seconds_per_question",
+                        lambda model_id: {"sc": {"questions": 100, "seconds": 10.0, "calls": 3.0}})
+    [line] = T.suite_status(d)
+    assert "hold 100 questions" in line and "0.3 h one request at a time" in line and "**2.0×**" in line
+    results.mkdir(parents=True)
+    (results / "throughput.json").write_text(json.dumps(d))
+    assert "regenerating every table:" in "\n".join(measure.status_lines(measure.MEASUREMENTS["throughput"]))
