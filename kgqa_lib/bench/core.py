@@ -155,6 +155,20 @@ class Records:
 
 
 @dataclass(frozen=True)
+class Effect:
+    """A difference a paper reports between two runs, checked for every model with records (the model
+    axis): ``a`` − ``b`` on the table's metric over the questions both answered, each a ``(table, cell)``
+    (the cells may be another table's: Keqing's rows beside KB-BINDER's). ``sign`` is the paper's
+    direction (+1: ``a`` above ``b``)."""
+
+    claim: str  # the effect in words, e.g. "few-shot above zero-shot, MetaQA 1-hop"
+    paper: str  # where the paper reports it, with its values
+    a: tuple[str, str]
+    b: tuple[str, str]
+    sign: int = 1
+
+
+@dataclass(frozen=True)
 class Table:
     """A benchmark table: its cells, saved records, strip function and report."""
 
@@ -170,6 +184,7 @@ class Table:
     extra_files: tuple[str, ...] = field(default=())  # other committed files in the records folder (e.g. ceiling.json)
 
     metric: str = "hits@1"  # the headline metric of the models section (:func:`models_section`)
+    effects: tuple[Effect, ...] = field(default=())  # the papers' effects, checked per model (:func:`effects_rows`)
 
     @property
     def records_root(self) -> Path:
@@ -458,6 +473,51 @@ def models_tables(table: Table, others: list[str]):
                          [[r[k] for k in cols] for r in models_rows(table, others)]))
 
 
+def effect_verdict(gain: tuple[float, float, float, int] | None, sign: int) -> str:
+    """``holds`` when the paired 95% CI lies on the paper's side of 0, ``reversed`` when on the other side,
+    ``unclear`` when it spans 0; ``not run`` without questions both runs answered."""
+    if gain is None or not gain[3]:
+        return "not run"
+    lo, hi = sign * gain[1], sign * gain[2]
+    return "holds" if min(lo, hi) > 0 else "reversed" if max(lo, hi) < 0 else "unclear"
+
+
+def effects_rows(table: Table, models: list[str]) -> list[dict[str, Any]]:
+    """The table's :class:`Effect` values as data, per model of ``models`` (model keys): ``a − b`` in points,
+    paired on the questions both answered, with its 95% CI, n and :func:`effect_verdict`, and in ``across`` what
+    the verdicts say together (the models that ran both cells)."""
+    from ..evaluate.report import format_gain, paired_gain
+
+    rows = []
+    for e in table.effects:
+        row: dict[str, Any] = {"effect": e.claim, "paper": e.paper, "cells": f"{e.a[1]} − {e.b[1]}"}
+        verdicts = {}
+        for m in models:
+            a, b = Records(get_table(e.a[0]), m)(e.a[1]), Records(get_table(e.b[0]), m)(e.b[1])
+            g = paired_gain(a, b, headline(a or b, table.metric)) if a and b else None
+            v = effect_verdict(g, e.sign)
+            row[m] = f"{format_gain(g)} (n={g[3]}): {v}" if v != "not run" else v
+            if v != "not run":
+                verdicts[m] = v
+        seen = sorted(set(verdicts.values()))
+        row["across"] = ("not run" if not seen else f"{seen[0]} ({next(iter(verdicts))} only)" if len(verdicts) == 1
+                         else f"{seen[0]} with every model" if len(seen) == 1
+                         else "; ".join(f"{v}: {', '.join(m for m in verdicts if verdicts[m] == v)}" for v in seen))
+        rows.append(row)
+    return rows
+
+
+def effects_table(table: Table, models: list[str]):
+    """:func:`effects_rows` as a :class:`~kgqa_lib.bench.result_table.ResultTable` (None: no effects)."""
+    from .result_table import table as result_table
+
+    if not table.effects:
+        return None
+    cols = ["effect", "paper", "cells", *models, "across"]
+    return result_table("effects", f"{table.name}: the papers' effects per model", cols,
+                        [[r[k] for k in cols] for r in effects_rows(table, models)])
+
+
 def models_section(table: Table, others: list[str]) -> str:
     """Every model with records beside the default one, cell by cell (:func:`models_tables`), with how each
     model was served, as the Markdown section every report ends with when another model has records."""
@@ -469,6 +529,13 @@ def models_section(table: Table, others: list[str]) -> str:
              "questions both answered (95% paired bootstrap CI). Answers of two models, or of one model served "
              "by two engines, differ for reasons beyond the method; read a difference as the pair's, not the "
              "method's alone.", "", served.markdown(), "", models.markdown()]
+    effects = effects_table(table, [d, *others])
+    if effects is not None:
+        lines += ["", "### The papers' effects at each model", "",
+                  "Each effect the paper reports, as a paired difference between two cells (points, 95% paired "
+                  "bootstrap CI, on the questions both answered), for every model: *holds* when the interval lies on "
+                  "the paper's side of 0, *reversed* when it lies on the other side, *unclear* when it spans 0.", "",
+                  effects.markdown()]
     return "\n".join(lines) + "\n"
 
 

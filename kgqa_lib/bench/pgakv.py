@@ -16,7 +16,7 @@ from ..evaluate import pgakv_analysis as pa
 from ..evaluate.report import best_baseline_gain, ci_cell, format_gain, paired_gain, summarize
 from ..evaluate.pgakv_analysis import ERROR_STAGES, Loader, attribute_error, gold_funnel, pruning_sweep
 from ..methods.pgakv import cypher_statistics, stage_output
-from .core import Cell, Records, Table, register
+from .core import Cell, Effect, Records, Table, register
 from .result_table import ResultTable, table
 
 SETS = ("simple", "multihop", "open")
@@ -169,6 +169,11 @@ TABLE = register(Table(
     name="pgakv_t2", title="PG&AKV on the full mini-world sets (local Qwen2.5-Coder-1.5B)", cells=CELLS,
     report=report, output="pgakv_table2.md", records="pgakv_t2",
     source="PG&AKV paper, Table 2 (and the abstract's minimum gains)",
+    effects=tuple(Effect(f"{hi} above {lo}, {part} set",
+                         f"PG&AKV paper, Table 2, GPT-3.5, {pa.PAPER_COLUMNS[part]}: {hi} {pa.PAPER_TABLE2[a][col]} vs "
+                         f"{lo} {pa.PAPER_TABLE2[b][col]}", ("pgakv_t2", f"t2_{part}.{a}"), ("pgakv_t2", f"t2_{part}.{b}"))
+                  for (a, hi), (b, lo) in ((("cot", "CoT"), ("io", "IO")), (("pgakv", "PG&AKV"), ("qsm", "QSM")))
+                  for col, part in enumerate(pa.FACTOID)),
 ))
 
 

@@ -541,3 +541,39 @@ def test_cell_names_are_unique_across_tables():
 
     names = Counter(c.name for t in bench.tables() for c in t.cells)
     assert not [n for n, k in names.items() if k > 1]
+
+
+def test_the_papers_effects_per_model(tmp_path, monkeypatch):
+    """A table's effects (a − b, paired) are checked for every model: holds when the CI lies on the paper's side
+    of 0, reversed on the other, unclear across 0, not run without both cells; the models section shows them."""
+    t = _model_table(tmp_path, monkeypatch)
+    t = core.Table(**{**t.__dict__, "effects": (core.Effect("a above b", "paper, Table 9: 2 vs 1", ("fake_m", "m_a"),
+                                                            ("fake_m", "m_b")),)})
+    monkeypatch.setitem(core.TABLES, "fake_m", t)
+    d, small = core.default_key(), core.model_key("local:qwen2.5-0.5b")
+    _write(t.model_dir(), "m_a", [1] * 20)
+    _write(t.model_dir(), "m_b", [0] * 20)  # a − b = +100 for the default model: holds
+    _write(t.model_dir(small), "m_a", [0] * 20)
+    _write(t.model_dir(small), "m_b", [1] * 20)  # −100 for the small one: reversed
+    [row] = core.effects_rows(t, [d, small])
+    assert row[d] == "+100.0 [+100.0, +100.0] (n=20): holds" and row[small].endswith("(n=20): reversed")
+    assert row["across"] == f"holds: {d}; reversed: {small}"
+    _write(t.model_dir(small), "m_b", [0, 1] * 10)
+    _write(t.model_dir(small), "m_a", [1, 0] * 10)  # a − b alternates +1/−1: the CI spans 0
+    assert core.effects_rows(t, [d, small])[0][small].endswith(": unclear")
+    flipped = core.Table(**{**t.__dict__, "effects": (core.Effect("b above a", "p", ("fake_m", "m_a"), ("fake_m", "m_b"),
+                                                                  sign=-1),)})
+    assert core.effects_rows(flipped, [d])[0][d].endswith(": reversed")
+    assert core.effects_rows(t, [d, "other-model"])[0]["other-model"] == "not run"
+    assert core.effects_rows(t, [d, "other-model"])[0]["across"] == f"holds ({d} only)"
+    text = core.render(t)
+    assert "### The papers' effects at each model" in text and "| a above b | paper, Table 9: 2 vs 1 | m_a − m_b |" in text
+    assert core.effect_verdict(None, 1) == "not run"
+
+
+def test_every_effect_names_registered_cells():
+    for t in core.tables():
+        for e in t.effects:
+            for table, cell in (e.a, e.b):
+                assert core.get_table(table).cell(cell).name == cell, (t.name, e.claim)
+            assert e.sign in (1, -1) and e.paper
