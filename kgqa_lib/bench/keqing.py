@@ -27,6 +27,7 @@ from ..evaluate.diagnostics import decomposition_of
 from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
 from ..methods.keqing import KeqingSettings
+from .baselines import KEQING_OVER_KBBINDER
 from .core import Cell, Records, Table, keep_prediction, read_json, register, write_json
 from .result_table import ResultTable, table
 
@@ -460,6 +461,7 @@ TABLE_FULL = register(Table(
     name="keqing_full", title="Keqing on MetaQA dev, the paper's four stages (local model)",
     cells=_cells("keqing_full", ()), report=report_full, output="keqing_full.md", strip=strip_full,
     records="keqing_full", source="Keqing paper, Table 2 (MetaQA Hits@1)", extra_files=(CEILING_FILE,),
+    effects=KEQING_OVER_KBBINDER,
 ))
 
 
