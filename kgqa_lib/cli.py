@@ -233,7 +233,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--cells CELL…] [--yes] [table options]``
+    """``kgqa bench list | report [TABLE…] [--check] | run TABLE [--cells CELL…] [--again] [--yes] [table options]``
     (see :mod:`kgqa_lib.bench`): paper tables (saved records) and measurement tables (a saved JSON)."""
     from . import bench
     from .bench import measure
@@ -275,6 +275,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if unknown:
             raise UsageError(f"none of these tables has a cell {unknown[0]!r}: see `kgqa bench list "
                              f"{' '.join(t.name for t in items)}`")
+        if args.again:  # a cell that is not complete is refused before any table runs
+            for t in items:
+                if not args.cells or any(c.name in args.cells for c in t.cells):
+                    bench.core.again_plan(t, bench.runs_dir(), None if model == bench.default_key() else model,
+                                          [c.name for c in t.cells if c.name in args.cells] if args.cells else None)
         code = 0
         for t in items:
             if args.cells and not any(c.name in args.cells for c in t.cells):
@@ -290,9 +295,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if args.workers is not None:  # the measurement's own option of that name
             args.table_options = ["--workers", args.workers, *args.table_options]
             args.workers = None
-        if args.cells or args.procs != 1 or llm:
-            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells, --procs and --llm are "
-                             f"for the papers' tables; its own options: `kgqa bench list {table.name}`)")
+        if args.cells or args.procs != 1 or llm or args.again:
+            raise UsageError(f"{table.name} is a measurement table: it has no cells (--cells, --procs, --llm and --again "
+                             f"are for the papers' tables; its own options: `kgqa bench list {table.name}`)")
         return _run_measurement(table, args)
     if args.table_options:
         if not any(a.startswith("-") for a in args.table_options):  # `run A --yes B`: B meant as a table
@@ -308,6 +313,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cells = _bench_cells(table, args.cells)
     if model == bench.default_key():
         model = None
+    if args.again:
+        return _bench_again(table, args, cells, model, llm)
     missing = [m for m in bench.estimate(table, bench.runs_dir(), model) if cells is None or m["cell"] in cells]
     print(f"{table.name} with {model or bench.default_key()}: what is missing, with costs from the records' "
           "per-question means")
@@ -410,6 +417,31 @@ def cmd_bench_rescore(args: argparse.Namespace) -> int:
         if names:
             print(f"{what}: {', '.join(names)}")
     return 0
+
+
+def _bench_again(table, args: argparse.Namespace, cells: list[str] | None, model: str | None, llm: str | None) -> int:
+    """``kgqa bench run TABLE [--cells …] --again [--yes]``: the estimate of re-running complete cells from
+    scratch (:func:`kgqa_lib.bench.core.again_plan`), then (``--yes``) the re-run."""
+    from . import bench
+
+    rows = bench.core.again_plan(table, bench.runs_dir(), model, cells)  # a named cell not complete: UsageError
+    which = "the named cells" if cells else "only its complete cells whose saved records lack predictions (name others with --cells)"
+    print(f"{table.name} with {model or bench.default_key()}: re-running from scratch with today's code {which}; "
+          "costs from their records' per-question means; the records stay as they are until a re-run is complete")
+    if not rows:
+        print("nothing to re-run: every complete cell's records keep their predictions")
+        return 0
+    print(bench.format_estimate(rows))
+    if not args.yes:
+        only = f" --cells {' '.join(cells)}" if cells else ""
+        with_llm = f" --llm {llm}" if llm else ""
+        print(f"nothing was run: add --yes to re-run these (`kgqa bench run {table.name}{with_llm}{only} --again --yes`)")
+        return 0
+    try:
+        return bench.run(table, batch=args.batch, cells=cells, procs=args.procs, llm=llm, workers=args.workers,
+                         again=True)
+    except bench.Interrupted as exc:  # the cells were stopped and their answers saved beside the records (said by run)
+        return 128 + exc.signum
 
 
 def _bench_cells(table, names: list[str] | None) -> list[str] | None:
@@ -532,6 +564,10 @@ def build_parser() -> argparse.ArgumentParser:
     bu.add_argument("--yes", action="store_true", help="run them (without it: the estimate only)")
     bu.add_argument("--cells", nargs="+", metavar="CELL", default=None,
                     help="only these cells of the table (names as `kgqa bench list` shows them)")
+    bu.add_argument("--again", action="store_true",
+                    help="paper tables: re-run complete cells from scratch with today's code (with --cells: those; "
+                         "without: the ones whose saved records lack predictions); saved beside the records until "
+                         "complete, then in their place")
     bu.add_argument("--batch", type=_positive_int, default=10,
                     help="paper tables: save the stripped records and rewrite the report every N new records")
     bu.add_argument("--procs", type=_positive_int, default=1,

@@ -20,6 +20,11 @@ hash compared with today's code: records made by an older commit stay complete a
 table's ``provenance`` says which commit and command made them). Only saved records count: answers
 still only in a live run file are listed as not saved yet (``kgqa bench run TABLE --yes`` saves them).
 
+A complete cell is re-run from scratch only when asked (``kgqa bench run TABLE --again``, :func:`again_plan`):
+the new records go to a live file of their own (``<cell>.again.jsonl``) and are saved beside the cell's
+records (``<cell>.again.jsonl.gz``, which no report reads) until every planned question is answered; then
+they replace the cell's records in one ``os.replace``.
+
 Files under ``results/bench/`` (reports, JSON) are replaced whole (:func:`write_text`): a write stopped
 midway leaves the old file."""
 
@@ -36,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..errors import UserError
+from ..errors import UsageError, UserError
 from ..paths import results_dir
 from ..procs import child_env
 
@@ -221,6 +226,20 @@ class Table:
     def saved(self, cell: Cell, model: str | None = None) -> Path:
         return self.model_dir(model) / f"{cell.name}.jsonl.gz"
 
+    def again_file(self, cell: Cell, model: str | None = None) -> Path:
+        """Where a re-run of a complete cell (``--again``) saves its records until it is complete: beside
+        the cell's records, read by no report (:func:`again_plan`)."""
+        return self.model_dir(model) / f"{cell.name}{AGAIN}.jsonl.gz"
+
+
+#: The infix of a re-run's files: ``<cell>.again.jsonl`` (live) and ``<cell>.again.jsonl.gz`` (saved).
+AGAIN = ".again"
+
+
+def live_file(cell: Cell, runs: Path | None = None, model: str | None = None, again: bool = False) -> Path:
+    """A cell's live run file (``again``: the one of its re-run, :func:`again_plan`)."""
+    return live_dir(runs, model) / f"{cell.name}{AGAIN if again else ''}.jsonl"
+
 
 def live_dir(runs: Path | None = None, model: str | None = None) -> Path:
     """Where ``kgqa bench run`` keeps a model's live run files: ``results/runs/`` for the default model
@@ -291,11 +310,17 @@ def cell_status(table: Table, cell: Cell, runs: Path | None = None, model: str |
     number: ``complete`` when the saved records hold them all. ``present`` also counts the questions of a
     live run file (when ``runs`` is given) — answered, so not to be run again, but not saved yet
     (``unsaved``). Per-question costs from the records themselves (``s/q`` wall time, ``model s/q``
-    without the cache's hits, :func:`_model_seconds`; ``tokens/q`` prompt + generated)."""
+    without the cache's hits, :func:`_model_seconds`; ``tokens/q`` prompt + generated). ``again``: the
+    questions a re-run of the cell has answered (None: none under way; ``again saved``: of them, those saved
+    beside the records), which no other count includes."""
     from ..evaluate.runner import read_records
 
     saved = read_records(table.saved(cell, model))
-    live = read_records(live_dir(runs, model) / f"{cell.name}.jsonl") if runs is not None else []
+    live = read_records(live_file(cell, runs, model)) if runs is not None else []
+    side_path, again_path = table.again_file(cell, model), live_file(cell, runs, model, again=True)
+    side = read_records(side_path)
+    again_live = read_records(again_path) if runs is not None else []
+    under_way = side_path.exists() or (runs is not None and again_path.exists())
     qids = _qids(saved) | _qids(live)
     recs = live if len(_qids(live)) >= len(_qids(saved)) and live else saved
     n = len(recs)
@@ -303,6 +328,7 @@ def cell_status(table: Table, cell: Cell, runs: Path | None = None, model: str |
             "unsaved": len(qids - _qids(saved)), "saveable": bool(live) and _qids(saved) <= _qids(live),
             "planned": cell.planned,
             "complete": len(_qids(saved)) >= cell.planned,
+            "again": len(_qids(side) | _qids(again_live)) if under_way else None, "again saved": len(_qids(side)),
             "calls/q": sum(r["llm"]["calls"] for r in recs) / n if n else None,
             "tokens/q": sum(r["llm"].get("prompt_tokens", 0) + r["llm"].get("completion_tokens", 0)
                             for r in recs) / n if n else None,
@@ -386,7 +412,9 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         cost = (f"≈ {r['llm_calls']:.0f} LLM calls, ≈ {r['hours']:.1f} h without cache hits (per-question costs: {r['basis']})"
                 if r["basis"] else "cost unknown (no records of this method yet)")
-        lines.append(f"  {r['cell']}: {r['missing']} questions missing, {cost}" + (" (optional)" if r.get("optional") else ""))
+        what = (f"re-run: {r['missing']} questions ({r['reason']})" + (f", {r['done']} re-run already" if r.get("done") else "")
+                if r.get("reason") else f"{r['missing']} questions missing")
+        lines.append(f"  {r['cell']}: {what}, {cost}" + (" (optional)" if r.get("optional") else ""))
     known = [r for r in rows if r["basis"]]
     total = f"total: {sum(r['missing'] for r in rows)} questions"
     if known:
@@ -628,13 +656,13 @@ def keep_prediction(out: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
 
 
 def save(table: Table, runs: Path | None = None, cells: list[Cell] | None = None,
-         model: str | None = None) -> dict[str, int]:
+         model: str | None = None, again: bool = False) -> dict[str, int]:
     """Keep the live run files of ``cells`` (default: all) of ``model`` as saved records, stripped by the
-    table's strip function; returns records saved per file. Cells without a live run file are left alone."""
+    table's strip function; returns records saved per file. Cells without a live run file are left alone.
+    ``again``: the live files of their re-runs, saved beside the records (:meth:`Table.again_file`)."""
     from ..evaluate.runner import save_runs
 
-    runs = live_dir(runs, model)
-    paths = [runs / f"{c.name}.jsonl" for c in (cells or table.cells)]
+    paths = [live_file(c, runs, model, again) for c in (cells or table.cells)]
     strip = table.strip
     # records restored from the saved copies (a resumed run on another machine) are stripped already:
     # stripping them again would drop what only the full record could give
@@ -671,6 +699,111 @@ def unsaved(table: Table, runs: Path | None = None, model: str | None = None,
             if st["unsaved"] and st["saveable"]:
                 out.append(c.name)
     return out
+
+
+# ---------------------------------------------------------------- re-running complete cells (--again)
+def lacks_predictions(records: list[dict[str, Any]]) -> bool:
+    """Whether saved records were stripped by code that dropped the method's predictions (a record without
+    ``prediction``, or with the placeholder older code left, :func:`kgqa_lib.bench.inspect.prediction_kept`)."""
+    from .inspect import prediction_kept
+
+    return any("prediction" not in r or not prediction_kept(r) for r in records)
+
+
+def again_reason(table: Table, cell: Cell, model: str | None = None) -> str:
+    """Why a complete cell is re-run, from its saved records: they lack predictions, or they were made with
+    prompts that have changed since, or by the earlier code the table's provenance names."""
+    from ..llm.prompting import load_prompt
+
+    recs = Records(table, model)(cell.name)
+    if lacks_predictions(recs):
+        return "its records lack predictions"
+    used: dict[str, str] = {}
+    for r in recs:
+        used.update((r.get("config") or {}).get("prompts") or {})
+    changed = []
+    for name, sha in sorted(used.items()):
+        try:
+            if load_prompt(name).sha != sha:
+                changed.append(name)
+        except Exception:  # a prompt file that is gone: changed too
+            changed.append(name)
+    if changed:
+        return f"made by an earlier version of its prompts: {', '.join(changed)}"
+    if table.provenance:
+        return "made by an earlier version of the code, as the table's provenance says"
+    return "as asked: its records keep predictions and were made with today's prompts"
+
+
+def again_plan(table: Table, runs: Path | None = None, model: str | None = None,
+               cells: list[str] | None = None) -> list[dict[str, Any]]:
+    """The complete cells ``kgqa bench run TABLE --again`` re-runs from scratch with today's code, for
+    ``model``: the named ``cells``, else every complete cell whose saved records lack predictions
+    (:func:`lacks_predictions`). Per cell, as :func:`estimate` gives it, the questions still to re-run
+    (``missing``; ``done``: already re-run, in its live or side file), ``reason`` (:func:`again_reason`) and
+    the cost at the per-question means of its own saved records. A named cell that is not complete is a
+    :class:`~kgqa_lib.errors.UsageError` (it is run without ``--again``).
+
+    The re-run writes its own live file (:func:`live_file`, ``again``), saved beside the records
+    (:meth:`Table.again_file`) by :func:`run`, which reports keep reading the records until every planned
+    question is answered (:func:`finish_again`); the same command resumes it, on another machine too."""
+    chosen = [table.cell(n) for n in cells] if cells else list(table.cells)
+    status = {c.name: cell_status(table, c, runs, model) for c in chosen}
+    if cells:
+        bad = [c for c in chosen if not status[c.name]["complete"]]
+        if bad:
+            names = " ".join(c.name for c in bad)
+            counts = ", ".join(f"{c.name} {status[c.name]['saved']}/{c.planned}" for c in bad)
+            raise UsageError(f"--again re-runs complete cells only, and {counts} {'is' if len(bad) == 1 else 'are'} "
+                             f"not complete: run {'it' if len(bad) == 1 else 'them'} without --again "
+                             f"(`kgqa bench run {table.name} --cells {names} --yes`)")
+    else:
+        chosen = [c for c in chosen if status[c.name]["complete"] and lacks_predictions(Records(table, model)(c.name))]
+    out = []
+    for c in chosen:
+        st, done = cell_status(table, c, None, model), status[c.name]["again"] or 0  # costs: the saved records'
+        missing = max(0, c.planned - done)
+        out.append({"cell": c.name, "missing": missing, "done": done, "reason": again_reason(table, c, model),
+                    "basis": c.name if st["calls/q"] is not None else None, "optional": bool(c.optional),
+                    "llm_calls": None if st["calls/q"] is None else st["calls/q"] * missing,
+                    "tokens": None if st["tokens/q"] is None else st["tokens/q"] * missing,
+                    "hours": None if st["model s/q"] is None else st["model s/q"] * missing / 3600,
+                    "at_default_rate": False})
+    return out
+
+
+def restore_again(table: Table, cells: list[Cell], runs: Path | None = None, model: str | None = None) -> list[str]:
+    """Unpack the side files of ``cells``' re-runs (a re-run begun on another machine) into their live
+    files, where those do not exist yet (an existing one is newer); the names of the cells restored."""
+    out = []
+    for c in cells:
+        side, target = table.again_file(c, model), live_file(c, runs, model, again=True)
+        if side.exists() and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(gzip.decompress(side.read_bytes()))
+            out.append(c.name)
+    return out
+
+
+def finish_again(table: Table, cell: Cell, runs: Path | None = None, model: str | None = None) -> int | None:
+    """When a cell's re-run has answered every planned question: save it, put its side file in place of the
+    cell's records (``os.replace``: a reader sees the old records or the new, never a mix) and its live file in
+    place of the cell's live file (whose records are the replaced ones), and rewrite the report; returns the
+    questions of the new records. None (nothing changed but the side file) while questions remain."""
+    from ..evaluate.runner import read_records
+
+    again = live_file(cell, runs, model, again=True)
+    if again.exists():
+        save(table, runs, [cell], model, again=True)
+    side = table.again_file(cell, model)
+    n = len(_qids(read_records(side)))
+    if not side.exists() or n < cell.planned:
+        return None
+    os.replace(side, table.saved(cell, model))
+    if again.exists():
+        os.replace(again, live_file(cell, runs, model))
+    write_report(table)
+    return n
 
 
 class Interrupted(KeyboardInterrupt):
@@ -746,7 +879,7 @@ def _count_lines(path: Path) -> int:
 
 def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 15.0,
         echo: Callable[[str], None] = print, cells: list[str] | None = None, procs: int = 1,
-        llm: str | None = None, workers: int | None = None) -> int:
+        llm: str | None = None, workers: int | None = None, again: bool = False) -> int:
     """Run the missing questions of every incomplete cell with its recorded command (resuming from
     the restored records), saving the stripped records and rewriting the report after every
     ``batch`` new records and at the end. Returns 0, or the first failing run's exit code (no new
@@ -765,22 +898,38 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
     (:func:`unsaved`). Each cell's process ends with this one (:func:`kgqa_lib.procs.child_env`). On
     SIGTERM or Ctrl-C (and any other exception), the running cells are stopped, what they answered is
     saved and the report rewritten, then :class:`Interrupted` (the exception) is raised: the same call
-    resumes."""
+    resumes.
+
+    ``again`` re-runs complete cells instead (:func:`again_plan`: the named ``cells``, else those whose
+    records lack predictions) into live files of their own, saved beside the records every ``batch`` and
+    put in their place once complete (:func:`finish_again`)."""
     model = model_key(llm) if llm else None
     if model == default_key():
         model = None
     base = Path(runs) if runs is not None else runs_dir()
-    for name, what in restore(table, base, model).items():
-        if what == "restored":
-            echo(f"{name}: restored from {table.model_dir(model).relative_to(results_dir().parent)}")
-    behind = unsaved(table, base, model, cells)
-    if behind:
-        counts = save(table, base, [table.cell(n) for n in behind], model)
-        write_report(table)
-        done = ", ".join(f"{n} ({counts[n + '.jsonl']} records)" for n in behind)
-        echo(f"saved the answers of {done}, which were not saved yet")
-    queue = [c for c in table.cells
-             if (cells is None or c.name in cells) and not cell_status(table, c, base, model)["complete"]]
+    if again:
+        queue = []
+        for row in again_plan(table, base, model, cells):
+            c = table.cell(row["cell"])
+            if restore_again(table, [c], base, model):
+                echo(f"{c.name}: its re-run restored from beside the records ({row['done']} questions)")
+            n = finish_again(table, c, base, model)  # (a re-run that answered everything before it was stopped)
+            if n is None:
+                queue.append(c)
+            else:
+                echo(f"{c.name}: re-run complete ({n} questions); its records are replaced and the report rewritten")
+    else:
+        for name, what in restore(table, base, model).items():
+            if what == "restored":
+                echo(f"{name}: restored from {table.model_dir(model).relative_to(results_dir().parent)}")
+        behind = unsaved(table, base, model, cells)
+        if behind:
+            counts = save(table, base, [table.cell(n) for n in behind], model)
+            write_report(table)
+            done = ", ".join(f"{n} ({counts[n + '.jsonl']} records)" for n in behind)
+            echo(f"saved the answers of {done}, which were not saved yet")
+        queue = [c for c in table.cells
+                 if (cells is None or c.name in cells) and not cell_status(table, c, base, model)["complete"]]
     env = child_env()  # each cell's `kgqa run` ends when this process ends, however it ends
     if procs > 1:
         from ..llm.chat import default_threads
@@ -790,34 +939,37 @@ def run(table: Table, runs: Path | None = None, batch: int = 10, poll: float = 1
     failed = 0
     with _signals_interrupt():
         try:
-            failed = _run_cells(table, base, model, queue, active, batch, poll, echo, procs, llm, workers, env)
+            failed = _run_cells(table, base, model, queue, active, batch, poll, echo, procs, llm, workers, env, again)
         except BaseException as exc:
             with _signals_held():
                 _stop([proc for _, proc, _, _ in active.values()])
                 if active:
-                    save(table, base, [c for c, _, _, _ in active.values()], model)
+                    save(table, base, [c for c, _, _, _ in active.values()], model, again)
                 write_report(table)
             if isinstance(exc, Interrupted):
                 echo(f"{table.name}: stopped by {signal.Signals(exc.signum).name}; the answers so far are saved "
-                     f"({', '.join(active) or 'no cell was running'}); the same command resumes")
+                     f"({', '.join(active) or 'no cell was running'}"
+                     f"{', beside the records: the records stay as they were' if again else ''}); "
+                     "the same command resumes")
             raise
     return failed
 
 
 def _run_cells(table: Table, base: Path, model: str | None, queue: list[Cell], active: dict[str, list[Any]],
                batch: int, poll: float, echo: Callable[[str], None], procs: int, llm: str | None,
-               workers: int | None, env: dict[str, str]) -> int:
+               workers: int | None, env: dict[str, str], again: bool = False) -> int:
     """:func:`run`'s loop: start the queued cells (``procs`` at once), save every ``batch`` new records
-    and when a cell ends; ``active`` holds the running ones (for :func:`run` to stop and save)."""
-    runs = live_dir(base, model)
+    and when a cell ends; ``active`` holds the running ones (for :func:`run` to stop and save). ``again``:
+    the cells are re-runs (:func:`again_plan`), saved beside the records and put in their place when
+    complete (:func:`finish_again`)."""
     failed = 0
     while queue or active:
         while queue and len(active) < max(1, procs) and not failed:
             c = queue.pop(0)
-            out = runs / f"{c.name}.jsonl"
+            out = live_file(c, base, model, again)
             spec = c.spec(llm, workers)
             argv = [sys.executable, "-m", "kgqa_lib.cli", "run", *spec.to_argv(out)]
-            echo(f"$ {spec.command(str(out) if model else f'results/runs/{c.name}.jsonl')}")
+            echo(f"$ {spec.command(str(out) if model else f'results/runs/{out.name}')}")
             proc = subprocess.Popen(argv, env=env)
             active[c.name] = [c, proc, out, _count_lines(out)]
         if not active:
@@ -829,14 +981,20 @@ def _run_cells(table: Table, base: Path, model: str | None, queue: list[Cell], a
                 code = None
             lines = _count_lines(out)
             if code is not None or lines - saved_at >= batch:
-                save(table, base, [c], model)
+                save(table, base, [c], model, again)
                 write_report(table)
                 active[name][3] = lines
             if code is not None:
                 del active[name]
                 if code:
-                    echo(f"{c.name}: `kgqa run` stopped with exit code {code}; the records so far are saved")
+                    echo(f"{c.name}: `kgqa run` stopped with exit code {code}; the records so far are saved"
+                         + (" beside the records, which stay as they were" if again else ""))
                     failed = failed or code
+                elif again:
+                    n = finish_again(table, c, base, model)
+                    echo(f"{c.name}: re-run complete ({n} questions); its records are replaced and the report rewritten"
+                         if n is not None else f"{c.name}: its re-run ended with fewer than its {c.planned} planned "
+                         "questions; saved beside the records, which stay as they were (the same command resumes)")
     return failed
 
 
@@ -883,6 +1041,10 @@ def status_table(table: Table, runs: Path | None = None, models: list[str] | Non
                 live = f"  ({r['unsaved']} more answered in {where}, not saved yet" + (
                     f": `kgqa bench run {table.name}{'' if m == d else ' --llm …'} --yes` saves them)"
                     if r["saveable"] else ")")
+            if r["again"] is not None:
+                more = r["again"] - r["again saved"]
+                live += (f"  (re-running: {r['again saved']}/{r['planned']}, saved beside the records"
+                         + (f"; {more} more answered in {where}" if more else "") + ")")
             opt = f"  optional: {c.optional}" if c.optional else ""
             lines.append(f"    {mark} {r['cell']:<{w}}  {r['saved']:>4}/{r['planned']:<4}{cost}{live}{opt}")
     return lines
