@@ -35,8 +35,10 @@ def test_the_models_section_is_its_two_tables(monkeypatch):
     assert models.columns == ("cell", "metric", d, "m2", f"m2 − {d} (paired)")
     assert models.rows == (("c1", "hits@1", "50.0 [40.0, 60.0] (n=100)", "not run", "—"),)
     text = core.models_section(t, ["m2"])
-    assert text.startswith("\n## Models\n") and text.endswith(models.markdown() + "\n")
+    assert text.startswith("\n## Models\n") and models.markdown() + "\n" in text
     assert served.markdown() in text and models.frame().index.tolist() == ["c1"]
+    effects = core.effects_table(t, [d, "m2"])  # (keqing_full checks Keqing above KB-BINDER: its table ends the section)
+    assert text.endswith(effects.markdown() + "\n") and "m2" in effects.columns
 
 
 def test_a_baselines_row_without_records_is_an_ordinary_row():
