@@ -336,6 +336,77 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 128 + exc.signum
 
 
+def queue_lines(path: str) -> list[tuple[int, list[str]]]:
+    """The `kgqa bench run` lines of a queue file: (line number, arguments), blank lines and ``#`` comments
+    skipped, a leading ``kgqa bench run`` allowed (a line copied from the README). Refused in one line: a file
+    that cannot be read, a line that does not parse, a line with ``--yes`` (the queue's own ``--yes`` decides)."""
+    import shlex
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the queue file {path!r} ({exc.__class__.__name__}): give a text file with "
+                         "one `kgqa bench run` line each") from None
+    lines = []
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            argv = shlex.split(line, comments=True)
+        except ValueError as exc:
+            raise UsageError(f"{path}:{n}: {exc} (a line holds the arguments of one `kgqa bench run`)") from None
+        if argv[:3] == ["kgqa", "bench", "run"]:
+            argv = argv[3:]
+        if not argv:
+            continue
+        if "--yes" in argv:
+            raise UsageError(f"{path}:{n}: leave --yes out of the lines: `kgqa bench queue {path} --yes` runs them all")
+        lines.append((n, argv))
+    if not lines:
+        raise UsageError(f"the queue file {path!r} names no run: write one `kgqa bench run` line each, e.g. "
+                         "`keqing_full --llm local:qwen2.5-0.5b`")
+    return lines
+
+
+def cmd_bench_queue(args: argparse.Namespace) -> int:
+    """``kgqa bench queue FILE [--yes]``: the `kgqa bench run` lines of FILE, one after the other. Every line is
+    checked first (its estimate; a line refused stops the queue before anything runs, naming the line); with
+    ``--yes`` they then run in order. A line that fails is said and the next one runs; a stop (Ctrl-C, SIGTERM)
+    ends the queue, and the same command resumes it: complete cells are not run again (a line ``--again
+    --cells C`` re-runs C each time; ``--again`` alone re-runs only the cells whose records lack predictions)."""
+    import contextlib
+    import io
+
+    lines = queue_lines(args.file)
+    for n, argv in lines:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out if args.yes else sys.stdout), contextlib.redirect_stderr(err):
+            try:
+                code = main(["bench", "run", *argv])
+            except SystemExit as exc:  # argparse: the line's arguments do not parse
+                code = exc.code if isinstance(exc.code, int) else 2
+        if code:
+            said = [x for x in err.getvalue().splitlines() if "error:" in x] or [f"exit code {code}"]
+            raise UsageError(f"{args.file}:{n}: {said[-1].split('error:', 1)[-1].strip()} (nothing was run)")
+        if not args.yes:
+            print()
+    if not args.yes:
+        print(f"nothing was run: add --yes to run these {len(lines)} line(s) in order (`kgqa bench queue "
+              f"{args.file} --yes`)")
+        return 0
+    failed = []
+    for i, (n, argv) in enumerate(lines, 1):
+        print(f"[{i}/{len(lines)}] kgqa bench run {' '.join(argv)} --yes", flush=True)
+        code = main(["bench", "run", *argv, "--yes"])
+        if code >= 128:  # stopped: the queue stops with it (its answers are saved; the same command resumes)
+            print(f"queue stopped at line {n}; `kgqa bench queue {args.file} --yes` resumes it")
+            return code
+        if code:
+            print(f"line {n} ended with exit code {code}; the queue goes on")
+            failed.append((n, code))
+    print(f"queue done: {len(lines) - len(failed)} of {len(lines)} line(s) ended well"
+          + (f"; failed: {', '.join(f'line {n} (exit {c})' for n, c in failed)}" if failed else ""))
+    return failed[0][1] if failed else 0
+
+
 def cmd_bench_show(args: argparse.Namespace) -> int:
     """``kgqa bench show TABLE CELL [QID…] [--wrong] [--limit N] [--llm MODEL]``: saved records of one cell,
     each with its question and gold answers from the dataset files (:func:`kgqa_lib.bench.inspect.show`)."""
@@ -584,6 +655,12 @@ def build_parser() -> argparse.ArgumentParser:
     bu.set_defaults(table_options=[])  # a measurement table's own options: what the parser did not know (main)
     for sp in (b, bl, br, bu):
         sp.set_defaults(fn=cmd_bench)
+    bq = bsub.add_parser("queue", help="run the `kgqa bench run` lines of a file one after the other (estimates "
+                         "first; --yes runs them)")
+    bq.add_argument("file", help="a text file: one `kgqa bench run` argument line each (e.g. `keqing_full --llm "
+                    "local:qwen2.5-0.5b`), # comments")
+    bq.add_argument("--yes", action="store_true", help="run them (without it: every line's estimate only)")
+    bq.set_defaults(fn=cmd_bench_queue, table_options=None)
     bs = bsub.add_parser("show", help="saved records of a cell, question by question: prediction, metrics, the "
                          "method's outputs, and the question and gold answers from KGQA_DATA_DIR")
     bs.add_argument("table")

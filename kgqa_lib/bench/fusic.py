@@ -14,9 +14,10 @@ target question outside the pool (our held-out part). Every target also has a de
 settings (``fusic:<task>:dev``, :func:`~kgqa_lib.methods.fusic.tasks.dev_questions`; none of the
 cells runs on it), and the report lists the choices made on the reported questions. Cells are
 declared in the order they should run (``kgqa bench run`` runs them in order): the main configuration (one dense retriever, few-shot: the paper's FuSIC(T)) first, then on
-MetaQA the same with candidate paths of up to 3 relations (``fs_dense_paths3``, the setting
+MetaQA 3-hop the same with candidate paths of up to 3 relations (``fs_dense_paths3``, the setting
 ``max_path_hops=3``; the paper enumerates 2-hop paths, so a 3-hop gold path is never a candidate),
-each paired against its depth-2 cell in the report.
+paired against its depth-2 cell in the report. Cells taken out of the table are in :data:`WITHDRAWN`,
+with the reason the report prints.
 
 Every record is *stripped* (:func:`strip`): ids, metrics, costs, the calls and seconds per stage, the
 status of each generation/feedback attempt and whether its query repeats the attempt before's, and —
@@ -137,7 +138,7 @@ DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-de
 #: the configurations with one retriever the MetaQA target is checked on ("with one retriever")
 TARGET_CONFIGS = ("fs_dense", *DEPTH, "fs_bm25", "zs_dense", "zs_bm25", SHOTS[25], SHOTS[100])
 ORDER = (  # priority: the bench runs the cells in this order
-    [(p, "fs_dense") for p in METAQA] + [(p, "fs_dense_paths3") for p in ("metaqa3", "metaqa1", "metaqa2")]
+    [(p, "fs_dense") for p in METAQA] + [("metaqa3", "fs_dense_paths3")]  # 1-/2-hop: WITHDRAWN
     + [(p, "zs_dense") for p in METAQA] + [("gtech", "fs_dense")]
     + [(p, "fs_naive") for p in (*METAQA, "gtech")]
     + [(p, c) for c in ("fs_bm25", "fs_both") for p in (*METAQA, "gtech")]
@@ -158,7 +159,6 @@ ORDER = (  # priority: the bench runs the cells in this order
     + [(p, "fs_dense_paperfb") for p in (*METAQA, "gtech")]  # our feedback measured against the paper's
     + [(p, "fs_dense_rrsexpr") for p in ("gtech", *METAQA)]  # the paper's re-ranking path form, GrailQA's own first
     + [("metaqa1", "fs_dense_sexpr_sqlpaths")]
-    + [(p, "fs_dense_simex") for p in METAQA]
     + [(p, "fs_naive_egf") for p in METAQA]
     + [("gtech", "fs_naive_dsex"), ("gtech", "fs_dense_dsex")]  # GrailQA's verbose exemplars
     + [(p, "kbbinder_fs") for p in (*METAQA, "gtech")]
@@ -170,6 +170,11 @@ ORDER = (  # priority: the bench runs the cells in this order
 
 def cell_name(pair: str, config: str) -> str:
     return f"{pair}.{config}"
+
+
+#: deviation cells taken out of the table (configuration → the pairs); their settings stay usable with
+#: ``kgqa run --set …``, and the report says why each is not run (:func:`withdrawn_lines`)
+WITHDRAWN = {"fs_dense_paths3": ("metaqa1", "metaqa2"), "fs_dense_simex": METAQA}
 
 
 # FuSIC's cells run the local model with its prefix-state cache (README, LLMs): with the paper's static
@@ -1007,6 +1012,44 @@ def deviations_table() -> ResultTable:
                  ["applies to (Table 2 analogue rows)", "what differs"], rows)
 
 
+def withdrawn_lines(rec) -> list[str]:
+    """Why each :data:`WITHDRAWN` cell is not run, with the numbers behind the reason: the committed
+    path-depth measurement (no LLM, :mod:`kgqa_lib.bench.fusic_paths`) and fs_dense's recorded seconds."""
+    from .fusic_paths import TABLE as PATH_DEPTH
+    from .measure import read
+
+    depth = {(r["hops"], r["max_path_hops"]): r for r in read(PATH_DEPTH).get("rows", [])}
+
+    def at_depth(h: int) -> str:
+        a, b = depth.get((h, 2)), depth.get((h, 3))
+        if not (a and b):
+            return f"{h}-hop not measured yet (`kgqa bench run fusic_path_depth`)"
+        return (f"{h}-hop: gold path among the candidates {a['gold path in candidates']} → "
+                f"{b['gold path in candidates']} of {a['n']}, in the dense few-shot retriever's top 5 "
+                f"{a['dense few-shot top 5']} → {b['dense few-shot top 5']}, candidate paths per question "
+                f"{a['paths/q mean']} → {b['paths/q mean']}")
+
+    hops = [int(p[-1]) for p in WITHDRAWN["fs_dense_paths3"]]
+    three = depth.get((3, 2)), depth.get((3, 3))
+    kept = (f" (gold path among the candidates {three[0]['gold path in candidates']} → "
+            f"{three[1]['gold path in candidates']} of {three[0]['n']})" if all(three) else "")
+    secs = [r["seconds"] for p in WITHDRAWN["fs_dense_simex"] for r in rec(p, "fs_dense") if r.get("seconds")]
+    cost = (f"; at fs_dense's recorded {_mean(secs):.0f} s a question its "
+            f"{sum(PAIRS[p][2] for p in WITHDRAWN['fs_dense_simex'])} questions would take "
+            f"≈ {_mean(secs) * sum(PAIRS[p][2] for p in WITHDRAWN['fs_dense_simex']) / 3600:.1f} h of model time, "
+            "spent on the paper's own experiments instead" if secs else "")
+    return [
+        f"- `fs_dense_paths3` on {', '.join(SHORT[p] for p in WITHDRAWN['fs_dense_paths3'])} (withdrawn): a gold path of "
+        "one or two relations is a candidate at the paper's depth already; the path-depth measurement (no LLM) shows "
+        f"that depth 3 adds none and crowds the retriever's top k — {'; '.join(at_depth(h) for h in hops)}. The 3-hop "
+        f"cell stays, where depth 3 makes the gold path a candidate{kept}.",
+        f"- `fs_dense_simex` on {', '.join(SHORT[p] for p in WITHDRAWN['fs_dense_simex'])} (withdrawn; "
+        f"{CONFIGS['fs_dense_simex'][2]}): the paper's exemplars are static and it reports dynamic selection only in "
+        "words (\"only minor improvements\", sec. 5), so no paper number stands beside it" + cost
+        + ". `kgqa run … --set exemplar_choice=similarity` still runs it.",
+    ]
+
+
 def target_table(rec) -> ResultTable:
     """A target this project set on MetaQA, not the paper's (F1 ≥ :data:`TARGET_F1` on every hop at ≤
     :data:`TARGET_CALLS` LLM calls per question):
@@ -1015,6 +1058,9 @@ def target_table(rec) -> ResultTable:
     for config in TARGET_CONFIGS:
         for p in METAQA:
             recs = rec(p, config)
+            if cell_name(p, config) not in _NAMES:
+                rows.append([CONFIGS[config][2], PAIRS[p][4], "", "", "no cell: withdrawn (see Not run, below)", 0])
+                continue
             if not recs:
                 rows.append([CONFIGS[config][2], PAIRS[p][4], "", "", "not run yet", 0])
                 continue
@@ -1034,7 +1080,7 @@ def _target_lines(t: ResultTable) -> list[str]:
         if config != last:
             lines.append(f"- {config}:")
             last = config
-        lines.append(f"  - {pair}: not run yet" if not n else
+        lines.append(f"  - {pair}: {met}" if not n else
                      f"  - {pair}: F1 {f1}, {calls} LLM calls/q (re-rank + generation + feedback) — {met} (n={n})")
     return lines
 
@@ -1216,7 +1262,8 @@ def report(records: Records) -> str:
               "(all aspects; the supervised model's retrieval ≈ before, FuSIC's ≈ after): few-shot "
               + ", ".join(f"{k} {v}" for k, v in PAPER_T7["few-shot"].items()) + "; zero-shot "
               + ", ".join(f"{k} {v}" for k, v in PAPER_T7["zero-shot"].items()) + ".", "", _md(t["table7"])]
-    lines += ["", "Not run: shots 25/100 on GrailQA-Tech and the mini-world (their targets hold a pool of 10 questions; "
+    lines += ["", "## Not run", "", "Cells withdrawn from the table, each with its reason:", ""] + withdrawn_lines(rec)
+    lines += ["", "Not run either: shots 25/100 on GrailQA-Tech and the mini-world (their targets hold a pool of 10 questions; "
               "MetaQA has a reserve), FuSIC(T,P) EGF curve beyond what the `fs_both` cells give, the number of "
               "exemplars with two retrievers (the paper's FuSIC(T,P); ours: the dense retriever alone). "
               "Settings with no benchmark cell (unit-tested only): `context_size=compact`, `rerank_short_lists=false`, "

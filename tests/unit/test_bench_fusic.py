@@ -20,12 +20,14 @@ def _args(cell):
 
 def test_cells_in_priority_order_with_the_paper_named():
     names = [c.name for c in B.CELLS]
-    assert names[:10] == ["metaqa1.fs_dense", "metaqa2.fs_dense", "metaqa3.fs_dense",
-                          # the path-depth deviation right after, paired with those (3-hop first: it needs it)
-                          "metaqa3.fs_dense_paths3", "metaqa1.fs_dense_paths3", "metaqa2.fs_dense_paths3",
-                          "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
-    assert names[10:14] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
-    assert len(names) == 133 and sum(n.endswith(".fs_dense_paths3") for n in names) == 3
+    assert names[:8] == ["metaqa1.fs_dense", "metaqa2.fs_dense", "metaqa3.fs_dense",
+                         # the path-depth deviation right after, paired with those: 3-hop only (1-/2-hop withdrawn)
+                         "metaqa3.fs_dense_paths3",
+                         "metaqa1.zs_dense", "metaqa2.zs_dense", "metaqa3.zs_dense", "gtech.fs_dense"]
+    assert names[8:12] == ["metaqa1.fs_naive", "metaqa2.fs_naive", "metaqa3.fs_naive", "gtech.fs_naive"]
+    assert len(names) == 128 and [n for n in names if n.endswith(".fs_dense_paths3")] == ["metaqa3.fs_dense_paths3"]
+    # withdrawn cells are not cells any more
+    assert not {B.cell_name(p, c) for c, pairs in B.WITHDRAWN.items() for p in pairs} & set(names)
     # after the ablations: the shots rows (MetaQA only, 100 first), the rest of Table 2's grid (zero-shot BM25
     # and both; the mini-world pairs' naive, BM25 and both cells), then the deviations
     at = names.index("metaqa1.fs_dense_shots100")
@@ -42,13 +44,13 @@ def test_cells_in_priority_order_with_the_paper_named():
                                                            "zs_dense_sexpr", "zs_dense_noegf", "zs_dense_norr",
                                                            "fs_gfllm", "zs_gfllm") for p in four]
     assert names[at + 56] == "metaqa1.fs_dense_values"
-    assert names[-32:-12] == ([f"metaqa{h}.fs_dense_values" for h in (1, 2, 3)]
+    assert names[-29:-12] == ([f"metaqa{h}.fs_dense_values" for h in (1, 2, 3)]
                               # our feedback against the paper's (sec. 3, A.1.4), where it runs most: GrailQA-Tech
                               + [f"{p}.fs_dense_paperfb" for p in ("metaqa1", "metaqa2", "metaqa3", "gtech")]
                               # the paper's re-ranking path form (A.1.2), on GrailQA's own s-expressions first
                               + [f"{p}.fs_dense_rrsexpr" for p in ("gtech", "metaqa1", "metaqa2", "metaqa3")]
                               + ["metaqa1.fs_dense_sexpr_sqlpaths"]
-                              + [f"metaqa{h}.{c}" for c in ("fs_dense_simex", "fs_naive_egf") for h in (1, 2, 3)]
+                              + [f"metaqa{h}.fs_naive_egf" for h in (1, 2, 3)]
                               + ["gtech.fs_naive_dsex", "gtech.fs_dense_dsex"])  # GrailQA's own SPARQL as exemplars
     # every pair: zero- and few-shot with each retriever and the naive baseline (Table 2's grid); IO on MetaQA
     for p in B.PAIRS:
@@ -100,8 +102,8 @@ def test_every_run_names_its_datasets_task_and_ablations_change_one_setting():
         assert settings[f"{p}.kbbinder_fs"] == {"task": full["task"], "shots": 5}
         assert settings[f"{p}.kbbinder_zs"] == {"task": full["task"], "shots": 0}
         if p.startswith("metaqa"):  # the deviation changes the path depth only
-            assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
-            assert settings[f"{p}.fs_dense_simex"] == {**full, "exemplar_choice": "similarity"}
+            if p == "metaqa3":
+                assert settings[f"{p}.fs_dense_paths3"] == {**full, "max_path_hops": 3}
             assert settings[f"{p}.fs_naive_egf"] == {**full, "retrievers": "none"}
             assert settings[f"{p}.fs_dense_values"] == {**full, "show_path_values": True}
             if p == "metaqa1":  # the w/o-SPARQL deviation: the paths stay SPARQL
@@ -402,7 +404,7 @@ def test_the_depth_deviation_is_reported_paired_with_the_paper_default():
     assert cells[4].startswith("+60.0") and cells[4].endswith("(n=10)")
     assert cells[5] == "0/10 / 8/10" and cells[6] == "0/10 / 6/10" and cells[7] == "4.00 / 3.00"
     assert cells[9] == "70.8 (Table 2, few-shot, FuSIC-KBQA(T))" and "appendix A.1.1" in section
-    assert section.count("not run yet") == 4  # the 1- and 2-hop pairs, both ways
+    assert "not run yet" not in section and "1-hop" not in section  # 3-hop only: 1-/2-hop withdrawn
     # the MetaQA target lists both configurations; the funnel counts the 3-hop path as a candidate only at depth 3
     assert "- FuSIC, dense retriever, few-shot, candidate paths ≤ 3 hops (deviation; the paper's: 2):" in text
     assert "| mini-world (Wikidata-style) → MetaQA dev (our reported part), 3-hop | dense, paths ≤ 2 relations (the paper's) | 10 | 10 | 10 | 0 |" in text
@@ -545,6 +547,34 @@ def test_figures_draw_what_the_records_hold():
     assert sum(len(line.get_xdata()) == 5 for line in rounds.lines) == 6 + 2  # ours: fs and zs per hop; the paper's two
     assert [len(c.lines[0].get_xdata()) for c in shots.containers] == [2, 2, 2]  # a 0 → 5 shots line per hop
     assert shots.get_title() == "Target shots (not run yet: 25, 100)"
+
+
+def test_withdrawn_cells_keep_their_settings_and_the_report_gives_each_reason():
+    """A withdrawn deviation is no cell, but its setting still runs with `kgqa run`, and the report's "Not run"
+    section names every withdrawn cell with its reason, the path depth's numbers from its committed measurement."""
+    from kgqa_lib.methods import coerce_settings
+
+    for config, pairs in B.WITHDRAWN.items():
+        for p in pairs:
+            c = B.make_cell(p, config)
+            assert coerce_settings(dict(_args(c).set), c.method)["retrievers"] == "dense"
+    assert coerce_settings(dict(_args(B.make_cell("metaqa1", "fs_dense_simex")).set), "fusic")["exemplar_choice"] \
+        == "similarity"
+    recs = [{**_fake(f"q{i}", 1.0, 1), "seconds": 36.0} for i in range(4)]
+    text = B.report(lambda c: recs if c.endswith(".fs_dense") and c.startswith("metaqa") else [])
+    tail = text.split("## Not run")[1].split("\n## ")[0]
+    assert "`fs_dense_paths3` on MetaQA 1-hop, MetaQA 2-hop (withdrawn)" in tail
+    assert "`fs_dense_simex` on MetaQA 1-hop, MetaQA 2-hop, MetaQA 3-hop (withdrawn" in tail
+    assert "recorded 36 s a question its 300 questions would take ≈ 3.0 h" in tail
+    from kgqa_lib.bench.fusic_paths import TABLE as DEPTH
+    from kgqa_lib.bench.measure import read
+
+    rows = {(r["hops"], r["max_path_hops"]): r for r in read(DEPTH)["rows"]}
+    one = f"1-hop: gold path among the candidates {rows[1, 2]['gold path in candidates']} → " \
+          f"{rows[1, 3]['gold path in candidates']} of 100"
+    assert one in tail
+    goal = text.split("## A target on MetaQA")[1].split("\n## ")[0]
+    assert "2-hop: no cell: withdrawn (see Not run, below)" in goal
 
 
 def test_the_metaqa_target_counts_every_one_retriever_configuration():
