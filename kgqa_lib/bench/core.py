@@ -462,6 +462,22 @@ def headline(records: list[dict[str, Any]], metric: str) -> str:
     return "rouge_l" if any("rouge_l" in (r.get("metrics") or {}) for r in records) else metric
 
 
+def same_answers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """Of the questions both record lists answered with their predictions kept, how many got the same answer
+    (the prediction as a set of normalised answers), and how many there are; None when no question of both
+    keeps its prediction (records saved by code that dropped them)."""
+    from ..text import normalize_answer
+    from .inspect import prediction_kept
+
+    def answers(r: dict[str, Any]) -> frozenset[str]:
+        return frozenset(normalize_answer(x) for x in r.get("prediction") or [])
+
+    kept = {r["qid"]: answers(r) for r in b if "prediction" in r and prediction_kept(r)}
+    both = [(answers(r), kept[r["qid"]]) for r in a if r.get("qid") in kept and "prediction" in r
+            and prediction_kept(r)]
+    return (sum(x == y for x, y in both), len(both)) if both else None
+
+
 def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
     """The model axis of a table as data: per cell that any of ``others`` has run, the headline metric of
     the default model and of each other model (``mean [lo, hi] (n=…)`` in points, or "not run") and each
@@ -483,6 +499,11 @@ def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
             a, b = recs[m](c.name), base(c.name)
             g = paired_gain(a, b, metric) if a and b else None
             row[f"{m} − {d} (paired)"] = f"{format_gain(g)} (n={g[3]})" if g and g[3] else "—"
+        for m in others:
+            a, b = recs[m](c.name), base(c.name)
+            same = same_answers(a, b) if a and b else None
+            row[f"{m}: same answer as {d}"] = (f"{same[0]} of {same[1]}" if same else
+                                              "— (predictions not kept)" if a and b else "—")
         rows.append(row)
     return rows
 
@@ -495,7 +516,8 @@ def models_tables(table: Table, others: list[str]):
     d = default_key()
     served = [(m, _engine([r for c in table.cells for r in Records(table, None if m == d else m)(c.name)]))
               for m in (d, *others)]
-    cols = ["cell", "metric", d, *others, *(f"{m} − {d} (paired)" for m in others)]
+    cols = ["cell", "metric", d, *others, *(f"{m} − {d} (paired)" for m in others),
+            *(f"{m}: same answer as {d}" for m in others)]
     return (result_table("served_by", "How each model was served", ["model", "served by"], served),
             result_table("models", f"{table.name}: every model with records, cell by cell", cols,
                          [[r[k] for k in cols] for r in models_rows(table, others)]))
@@ -556,7 +578,9 @@ def models_section(table: Table, others: list[str]) -> str:
              f"{table.metric} in points with a 95% bootstrap CI, and its paired difference from {d} on the "
              "questions both answered (95% paired bootstrap CI). Answers of two models, or of one model served "
              "by two engines, differ for reasons beyond the method; read a difference as the pair's, not the "
-             "method's alone.", "", served.markdown(), "", models.markdown()]
+             "method's alone. The last columns count the questions whose answer (the prediction as a set of "
+             "normalised answers) is the same as the default model's, of those both answered with their "
+             "predictions kept.", "", served.markdown(), "", models.markdown()]
     effects = effects_table(table, [d, *others])
     if effects is not None:
         lines += ["", "### The papers' effects at each model", "",

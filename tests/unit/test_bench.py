@@ -493,6 +493,36 @@ def test_records_per_model_and_the_models_section(tmp_path, monkeypatch):
     assert f"model {small}: 0/2 cells complete, 2/6 questions" in listing
 
 
+def test_the_models_section_counts_the_same_answers_where_predictions_are_kept(tmp_path, monkeypatch):
+    """How many answers differ between two models, or one model served by two engines: the prediction as a
+    set of normalised answers, on the questions both kept it for; records without predictions say so."""
+    t = _model_table(tmp_path, monkeypatch)
+    _write(t.model_dir(), "m_a", [1, 1, 0])
+    other = "model-x@llama-server"
+
+    def rec(i, pred, stripped=True):
+        return {"qid": f"q{i}", "prediction": pred, "stripped": stripped}
+
+    base = [rec(0, ["Paris", "Rome"]), rec(1, ["Oslo"]), rec(2, ["(answered)"])]
+    assert core.same_answers([rec(0, [" rome", "paris"]), rec(1, ["Bergen"]), rec(2, ["x"]), rec(3, ["y"])],
+                             base) == (1, 2)  # q2's default record keeps no prediction, q3 only one side answered
+    assert core.same_answers([rec(2, ["x"])], base) is None
+    assert core.same_answers([rec(0, [])], [rec(0, [])]) == (1, 1)  # both returned nothing: the same answer
+    t.model_dir(other).mkdir(parents=True)
+    llm = {"calls": 1, "prompt_tokens": 10, "completion_tokens": 5, "seconds": 1.0, "recorded_seconds": 1.0,
+           "cache_hits": 0}
+    with gzip.open(t.model_dir(other) / "m_a.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps({**r, "metrics": {"hits@1": 1.0}, "seconds": 1.0, "llm": llm}) + "\n" for r in base)
+    row = next(r for r in core.models_rows(t, [other]) if r["cell"] == "m_a")
+    assert row[f"{other}: same answer as {core.default_key()}"] == "— (predictions not kept)"  # the default's: none
+    with gzip.open(t.model_dir() / "m_a.jsonl.gz", "wt", encoding="utf-8") as fh:  # now the default's keep theirs
+        fh.writelines(json.dumps({**rec(i, p), "metrics": {"hits@1": 1.0}, "seconds": 1.0, "llm": llm}) + "\n"
+                      for i, p in enumerate([["paris", "ROME"], ["Bergen"], ["z"]]))
+    row = next(r for r in core.models_rows(t, [other]) if r["cell"] == "m_a")
+    assert row[f"{other}: same answer as {core.default_key()}"] == "1 of 2"  # q0 the same, q1 not; q2 not kept
+    assert "| 1 of 2 |" in core.render(t)
+
+
 def test_estimate_for_another_model_uses_the_default_models_calls_and_tokens(tmp_path, monkeypatch):
     t = _model_table(tmp_path, monkeypatch)
     _write(t.model_dir(), "m_a", [1, 1, 1])
