@@ -446,7 +446,31 @@ def render(table: Table) -> str:
     model's records, then, when other models have records, :func:`models_section`."""
     text = table.report(Records(table))
     others = [m for m in table.models() if m != default_key() and any(table.saved(c, m).exists() for c in table.cells)]
-    return text + models_section(table, others) if others else text
+    return (text + models_section(table, others) if others else text) + predictions_section(table, others)
+
+
+def predictions_section(table: Table, others: list[str]) -> str:
+    """The cells whose saved records keep no predictions (saved by code that dropped them), per model, with how
+    many of their records: their scores stand, but their answers cannot be shown or re-scored until re-run.
+    Empty when every record keeps its prediction."""
+    from .inspect import prediction_kept
+
+    d = default_key()
+    cells = []
+    for m in (d, *others):
+        recs = Records(table, None if m == d else m)
+        for c in table.cells:
+            rs = recs(c.name)
+            lost = sum("prediction" in r and not prediction_kept(r) for r in rs)  # older code's placeholder
+            if lost:
+                cells.append(f"`{c.name}` ({lost} of {len(rs)}" + (f", {m})" if m != d else ")"))
+    if not cells:
+        return ""
+    return ("\n## Records without predictions\n\n"
+            "These cells' saved records were made before records kept the method's predictions: their scores "
+            "stand, but `kgqa bench show` cannot show those answers and `kgqa bench rescore` cannot re-score them "
+            f"until `kgqa bench run {table.name} --again --yes` re-runs the cells (records of the default model; "
+            "another model's with `--llm`): " + ", ".join(cells) + ".\n")
 
 
 def _engine(records: list[dict[str, Any]]) -> str:

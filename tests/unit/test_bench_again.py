@@ -220,3 +220,18 @@ def test_incomplete_cells_and_measurement_tables_are_refused(tmp_path, monkeypat
     assert "--again are for the papers' tables" in capsys.readouterr().err
     with pytest.raises(core.UsageError):
         bench.run(t, tmp_path / "results" / "runs", cells=["fake_c"], again=True, echo=lambda _: None)
+
+
+def test_the_report_names_the_cells_whose_records_keep_no_predictions(tmp_path, monkeypatch, fake_run):
+    """Where old records cannot give their answers back, every report says which cells, and how many of their
+    records; a re-run that replaces them takes the cell off the list."""
+    t = _table(tmp_path, monkeypatch)
+    text = core.render(t)
+    tail = text.split("\n## Records without predictions\n")[1]
+    assert "`fake_a` (5 of 5), `fake_c` (2 of 2)." in tail and "fake_b" not in tail
+    assert f"`kgqa bench run {t.name} --again --yes`" in tail
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    assert bench.run(t, runs, batch=5, poll=0, echo=lambda _: None, cells=["fake_a"], again=True) == 0
+    tail = core.render(t).split("\n## Records without predictions\n")[1]
+    assert "`fake_a`" not in tail and "`fake_c` (2 of 2)." in tail
