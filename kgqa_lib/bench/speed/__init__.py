@@ -7,10 +7,11 @@
 - :mod:`.hostile_queries` — hostile SPARQL on both backends (network calls, mutations, timeouts);
 - :mod:`.hostile_parsers` — hostile LLM output thrown at every parser (crashes, error categories);
 - :mod:`.faults` — ``kgqa run`` under a full disk, locked/read-only/damaged caches, bad replies, a kill.
-- :mod:`.throughput` — samples of one prompt (SC, KB-BINDER) decoded together vs one request at a time.
+- :mod:`.throughput` — samples of one prompt (SC, KB-BINDER) decoded together vs one request at a time;
+- :mod:`.reuse` — every method's recorded requests: in-process one at a time, saved prefix states, the managed server.
 
 ``kgqa bench list`` shows them with their options; ``kgqa bench run NAME [--option VALUE …]``
 measures (an estimate first, ``--yes`` to run), writes ``results/bench/NAME.json`` and the report
 beside it; ``kgqa bench report --check`` regenerates each report from its committed JSON."""
 
-from . import distributed, embed, faults, foundation, hostile_parsers, hostile_queries, scaleout, throughput  # noqa: F401  (register)
+from . import distributed, embed, faults, foundation, hostile_parsers, hostile_queries, reuse, scaleout, throughput  # noqa: F401  (register)
