@@ -405,7 +405,9 @@ def report(d: dict[str, Any]) -> str:
     if others:
         lines += ["## Every method's recorded seconds per question", "",
                   f"From the committed benchmark records of `{d['model_id']}` (the LLM seconds when each answer was "
-                  "recorded, one request at a time).", "",
+                  "recorded, one request at a time). What the methods that send one request per step gain when "
+                  "their prompts' shared parts are reused (saved prefix states, the managed server's prompt cache): "
+                  "`prompt_reuse.md`.", "",
                   md_table(["method", "batching", "LLM calls / question", "recorded s / question", "questions"], others),
                   ""]
     return "\n".join(lines)
