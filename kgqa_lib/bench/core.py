@@ -30,6 +30,8 @@ midway leaves the old file."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import gzip
 import json
 import os
@@ -502,6 +504,20 @@ def same_answers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[int,
     return (sum(x == y for x, y in both), len(both)) if both else None
 
 
+def error_counts(records: list[dict[str, Any]], top: int = 3) -> str:
+    """The records' error labels, most frequent first (``query_empty 37, parse_error 2``; at most ``top``, then
+    how many more), "none", or "—" without records: where a model cannot follow a method's output format, the
+    count says so."""
+    if not records:
+        return "—"
+    counts = Counter(str(r["error"]) for r in records if r.get("error"))
+    if not counts:
+        return "none"
+    shown = ", ".join(f"{e} {n}" for e, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:top])
+    rest = sum(n for e, n in counts.items()) - sum(n for _, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:top])
+    return shown + (f", other {rest}" if rest else "")
+
+
 def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
     """The model axis of a table as data: per cell that any of ``others`` has run, the headline metric of
     the default model and of each other model (``mean [lo, hi] (n=…)`` in points, or "not run") and each
@@ -528,6 +544,8 @@ def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
             same = same_answers(a, b) if a and b else None
             row[f"{m}: same answer as {d}"] = (f"{same[0]} of {same[1]}" if same else
                                               "— (predictions not kept)" if a and b else "—")
+        for m in others:
+            row[f"{m}: errors"] = error_counts(recs[m](c.name))
         rows.append(row)
     return rows
 
@@ -541,7 +559,7 @@ def models_tables(table: Table, others: list[str]):
     served = [(m, _engine([r for c in table.cells for r in Records(table, None if m == d else m)(c.name)]))
               for m in (d, *others)]
     cols = ["cell", "metric", d, *others, *(f"{m} − {d} (paired)" for m in others),
-            *(f"{m}: same answer as {d}" for m in others)]
+            *(f"{m}: same answer as {d}" for m in others), *(f"{m}: errors" for m in others)]
     return (result_table("served_by", "How each model was served", ["model", "served by"], served),
             result_table("models", f"{table.name}: every model with records, cell by cell", cols,
                          [[r[k] for k in cols] for r in models_rows(table, others)]))
@@ -604,7 +622,8 @@ def models_section(table: Table, others: list[str]) -> str:
              "by two engines, differ for reasons beyond the method; read a difference as the pair's, not the "
              "method's alone. The last columns count the questions whose answer (the prediction as a set of "
              "normalised answers) is the same as the default model's, of those both answered with their "
-             "predictions kept.", "", served.markdown(), "", models.markdown()]
+             "predictions kept, and the other model's error labels (a reply it could not give in the method's "
+             "format is counted there, never fatal).", "", served.markdown(), "", models.markdown()]
     effects = effects_table(table, [d, *others])
     if effects is not None:
         lines += ["", "### The papers' effects at each model", "",

@@ -521,6 +521,10 @@ def test_the_models_section_counts_the_same_answers_where_predictions_are_kept(t
     row = next(r for r in core.models_rows(t, [other]) if r["cell"] == "m_a")
     assert row[f"{other}: same answer as {core.default_key()}"] == "1 of 2"  # q0 the same, q1 not; q2 not kept
     assert "| 1 of 2 |" in core.render(t)
+    assert row[f"{other}: errors"] == "none"
+    assert core.error_counts([{"error": "b"}, {"error": "a"}, {"error": "b"}, {"error": None}, {"error": "c"},
+                              {"error": "d"}]) == "b 2, a 1, c 1, other 1"
+    assert core.error_counts([]) == "—"
 
 
 def test_estimate_for_another_model_uses_the_default_models_calls_and_tokens(tmp_path, monkeypatch):

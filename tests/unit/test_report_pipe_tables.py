@@ -28,12 +28,13 @@ def test_the_models_section_is_its_two_tables(monkeypatch):
     d = core.default_key()
     monkeypatch.setattr(core, "models_rows", lambda table, others: [
         {"table": table.name, "cell": "c1", "metric": "hits@1", d: "50.0 [40.0, 60.0] (n=100)", "m2": "not run",
-         f"m2 − {d} (paired)": "—", f"m2: same answer as {d}": "—"}])
+         f"m2 − {d} (paired)": "—", f"m2: same answer as {d}": "—", "m2: errors": "—"}])
     monkeypatch.setattr(core, "_engine", lambda recs: "engine")
     served, models = core.models_tables(t, ["m2"])
     assert served.rows == ((d, "engine"), ("m2", "engine"))
-    assert models.columns == ("cell", "metric", d, "m2", f"m2 − {d} (paired)", f"m2: same answer as {d}")
-    assert models.rows == (("c1", "hits@1", "50.0 [40.0, 60.0] (n=100)", "not run", "—", "—"),)
+    assert models.columns == ("cell", "metric", d, "m2", f"m2 − {d} (paired)", f"m2: same answer as {d}",
+                              "m2: errors")
+    assert models.rows == (("c1", "hits@1", "50.0 [40.0, 60.0] (n=100)", "not run", "—", "—", "—"),)
     text = core.models_section(t, ["m2"])
     assert text.startswith("\n## Models\n") and models.markdown() + "\n" in text
     assert served.markdown() in text and models.frame().index.tolist() == ["c1"]
