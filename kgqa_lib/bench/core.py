@@ -30,14 +30,13 @@ midway leaves the old file."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import gzip
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -513,9 +512,9 @@ def error_counts(records: list[dict[str, Any]], top: int = 3) -> str:
     counts = Counter(str(r["error"]) for r in records if r.get("error"))
     if not counts:
         return "none"
-    shown = ", ".join(f"{e} {n}" for e, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:top])
-    rest = sum(n for e, n in counts.items()) - sum(n for _, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:top])
-    return shown + (f", other {rest}" if rest else "")
+    ranked = sorted(counts.items(), key=lambda x: (-x[1], x[0]))
+    rest = sum(n for _, n in ranked[top:])
+    return ", ".join(f"{e} {n}" for e, n in ranked[:top]) + (f", other {rest}" if rest else "")
 
 
 def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
