@@ -633,21 +633,26 @@ def models_section(table: Table, others: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def models_frame(names: list[str] | None = None, models: list[str] | None = None):
+def models_frame(names: list[str] | None = None, models: list[str] | None = None, answers: bool = False,
+                 only: bool = False):
     """The model axis of several tables as one DataFrame (for notebooks): a row per cell that a model
     other than the default has records for, a column per model (``models``: model keys or LLM names
-    shown even without records, reading "not run"), and the paired differences."""
+    shown even without records, reading "not run"; with ``only``, those models alone beside the default,
+    else every model with records too), and the paired differences; with ``answers``, also the
+    same-answer counts and error labels of the reports' *Models* section."""
     import pandas as pd
 
     chosen = [model_key(m) if (":" in m or m == DEFAULT_LLM) else m for m in (models or [])]
     rows = []
     for t in tables(names):
-        others = [m for m in dict.fromkeys([*t.models(), *chosen]) if m != default_key()]
+        others = [m for m in dict.fromkeys([*([] if only else t.models()), *chosen]) if m != default_key()]
         rows += models_rows(t, others) if others else []
         for m in chosen:
             if m != default_key() and not any(t.saved(c, m).exists() for c in t.cells):
                 rows.append({"table": t.name, "cell": "(every cell)", "metric": t.metric, m: "not run"})
     frame = pd.DataFrame(rows)
+    if not answers:
+        frame = frame[[c for c in frame.columns if not (": same answer as " in c or c.endswith(": errors"))]]
     return frame.fillna("") if not frame.empty else pd.DataFrame(columns=["table", "cell", "metric", default_key()])
 
 

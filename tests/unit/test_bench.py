@@ -570,6 +570,10 @@ def test_models_frame_shows_a_model_without_records_as_not_run(tmp_path, monkeyp
     frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
     assert list(frame["cell"]) == ["m_a"] and frame[small][0].startswith("50.0")
     assert frame[f"{small} − {core.default_key()} (paired)"][0].startswith("-50.0")
+    assert f"{small}: errors" not in frame.columns  # the answers' columns only when asked
+    assert core.models_frame([t.name]).shape[0] == 1 and core.models_frame([t.name], only=True).empty  # (no models named)
+    wide = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], answers=True)
+    assert wide[f"{small}: errors"][0] == "none" and f"{small}: same answer as {core.default_key()}" in wide.columns
 
 
 def test_cell_names_are_unique_across_tables():
