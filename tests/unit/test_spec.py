@@ -109,8 +109,12 @@ OLDER_RECORDS = {
 
 
 def _model_llm(records):
-    """The LLM name of a model's records folder: the local model whose id they carry."""
-    return f"local:{records[0]['model_id']}"
+    """The LLM name of a model's records folder: the local model whose id they carry, or that model behind
+    llama.cpp's server (its id ends in ``@llama-server``)."""
+    model_id = records[0]["model_id"]
+    if model_id.endswith("@llama-server"):
+        return f"server:{model_id.removesuffix('@llama-server')}"
+    return f"local:{model_id}"
 
 
 def test_each_cell_gives_the_config_and_hash_its_saved_records_carry(data_dir_or_skip, tmp_path, monkeypatch):
