@@ -191,6 +191,9 @@ class Table:
 
     metric: str = "hits@1"  # the headline metric of the models section (:func:`models_section`)
     effects: tuple[Effect, ...] = field(default=())  # the papers' effects, checked per model (:func:`effects_rows`)
+    # a label for a record its method left without an error label but whose answer is a known failure
+    # (e.g. a reply that only repeats the prompt's exemplar answers), counted with the error labels
+    label: Callable[[dict[str, Any]], str | None] | None = None
 
     @property
     def records_root(self) -> Path:
@@ -446,6 +449,8 @@ def render(table: Table) -> str:
     """The table's report, computed from its saved records only: the table's own report of the default
     model's records, then, when other models have records, :func:`models_section`."""
     text = table.report(Records(table))
+    title, _, rest = text.partition("\n")
+    text = f"{title}\n\n{header_line(table)}\n{rest}" if title.startswith("# ") else text
     others = [m for m in table.models() if m != default_key() and any(table.saved(c, m).exists() for c in table.cells)]
     return (text + models_section(table, others) if others else text) + predictions_section(table, others)
 
@@ -477,7 +482,7 @@ def predictions_section(table: Table, others: list[str]) -> str:
 def _engine(records: list[dict[str, Any]]) -> str:
     """How a model was served, from its records (``engine``; older records: unknown)."""
     engines = sorted({str(r.get("engine")) for r in records if r.get("engine")})
-    return "; ".join(engines) if engines else "not recorded (in-process llama-cpp-python, one request at a time)"
+    return "; ".join(engines) if engines else "not recorded (records made before they named their engine)"
 
 
 def headline(records: list[dict[str, Any]], metric: str) -> str:
@@ -503,13 +508,15 @@ def same_answers(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[int,
     return (sum(x == y for x, y in both), len(both)) if both else None
 
 
-def error_counts(records: list[dict[str, Any]], top: int = 3) -> str:
+def error_counts(records: list[dict[str, Any]], top: int = 3,
+                 label: Callable[[dict[str, Any]], str | None] | None = None) -> str:
     """The records' error labels, most frequent first (``query_empty 37, parse_error 2``; at most ``top``, then
     how many more), "none", or "—" without records: where a model cannot follow a method's output format, the
-    count says so."""
+    count says so. ``label`` (a table's :attr:`Table.label`) names records the method left unlabelled."""
     if not records:
         return "—"
-    counts = Counter(str(r["error"]) for r in records if r.get("error"))
+    counts = Counter(str(r["error"]) if r.get("error") else label(r) for r in records
+                     if r.get("error") or (label is not None and label(r)))
     if not counts:
         return "none"
     ranked = sorted(counts.items(), key=lambda x: (-x[1], x[0]))
@@ -517,10 +524,19 @@ def error_counts(records: list[dict[str, Any]], top: int = 3) -> str:
     return ", ".join(f"{e} {n}" for e, n in ranked[:top]) + (f", other {rest}" if rest else "")
 
 
+def partial(records: list[dict[str, Any]], cell: Cell) -> str | None:
+    """``partial k/N`` when ``records`` hold some but not all of the cell's planned questions (a run still
+    going): its score is over other questions than a complete cell's, so a table prints this instead of a
+    number beside one; None when complete or empty."""
+    n = len(_qids(records))
+    return f"partial {n}/{cell.planned}" if 0 < n < cell.planned else None
+
+
 def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
     """The model axis of a table as data: per cell that any of ``others`` has run, the headline metric of
-    the default model and of each other model (``mean [lo, hi] (n=…)`` in points, or "not run") and each
-    other model's paired difference from the default model on the questions both answered."""
+    the default model and of each other model (``mean [lo, hi] (n=…)`` in points, ``partial k/N`` for a
+    cell still running (:func:`partial`), or "not run yet") and each other model's paired difference from
+    the default model on the questions both answered (partial cells too: paired, so on the same questions)."""
     from ..evaluate.report import ci_cell, format_gain, paired_gain
 
     d = default_key()
@@ -530,23 +546,38 @@ def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
         if not any(recs[m](c.name) for m in others):
             continue
         metric = headline(base(c.name) or next(recs[m](c.name) for m in others if recs[m](c.name)), table.metric)
-        row: dict[str, Any] = {"table": table.name, "cell": c.name, "metric": metric,
-                               d: ci_cell(base(c.name), metric, empty="not run")}
-        for m in others:
-            row[m] = ci_cell(recs[m](c.name), metric, empty="not run")
+        row: dict[str, Any] = {"table": table.name, "cell": c.name, "metric": metric}
+        for m, rs in ((d, base(c.name)), *((m, recs[m](c.name)) for m in others)):
+            row[m] = partial(rs, c) or ci_cell(rs, metric, empty="not run yet")
         for m in others:
             a, b = recs[m](c.name), base(c.name)
             g = paired_gain(a, b, metric) if a and b else None
             row[f"{m} − {d} (paired)"] = f"{format_gain(g)} (n={g[3]})" if g and g[3] else "—"
         for m in others:
             a, b = recs[m](c.name), base(c.name)
-            same = same_answers(a, b) if a and b else None
-            row[f"{m}: same answer as {d}"] = (f"{same[0]} of {same[1]}" if same else
+            same = same_answers(a, b) if a and b and metric != "rouge_l" else None
+            row[f"{m}: same answer as {d}"] = ("— (free-text answers)" if a and b and metric == "rouge_l" else
+                                              f"{same[0]} of {same[1]}" if same else
                                               "— (predictions not kept)" if a and b else "—")
         for m in others:
-            row[f"{m}: errors"] = error_counts(recs[m](c.name))
+            row[f"{m}: errors"] = error_counts(recs[m](c.name), label=table.label)
         rows.append(row)
     return rows
+
+
+def models_coverage(table: Table, others: list[str]) -> list[str]:
+    """One line per other model: how many of the table's cells its records complete, how many are partial,
+    and which are not run yet (named when few), so a cell a model has not run is never silently absent."""
+    lines = []
+    for m in others:
+        recs = Records(table, m)
+        done = [c for c in table.cells if len(_qids(recs(c.name))) >= c.planned]
+        part = [c for c in table.cells if partial(recs(c.name), c)]
+        missing = [c.name for c in table.cells if not recs(c.name)]
+        names = ", ".join(f"`{n}`" for n in missing) if len(missing) <= 12 else f"{len(missing)} cells"
+        lines.append(f"- {m}: {len(done)} of {len(table.cells)} cells complete, {len(part)} partial"
+                     + (f"; not run yet: {names}" if missing else "") + ".")
+    return lines
 
 
 def models_tables(table: Table, others: list[str]):
@@ -573,27 +604,65 @@ def effect_verdict(gain: tuple[float, float, float, int] | None, sign: int) -> s
     return "holds" if min(lo, hi) > 0 else "reversed" if max(lo, hi) < 0 else "unclear"
 
 
+def effect_difference(e: Effect, model: str, base: str, metric: str, seed: int = 0) -> tuple[float, float, float, int] | None:
+    """How much an :class:`Effect` changes from model ``base`` to ``model``: per question that all four runs
+    answered, ``(a − b at model) − (a − b at base)``, with a percentile-bootstrap 95% CI of the mean (points
+    as fractions, like :func:`~kgqa_lib.evaluate.report.paired_gain`); None when no question is shared."""
+    from ..evaluate.metrics import bootstrap_ci
+
+    def per_q(m: str) -> dict[str, float]:
+        a, b = Records(get_table(e.a[0]), m)(e.a[1]), Records(get_table(e.b[0]), m)(e.b[1])
+        bv = {r["qid"]: (r.get("metrics") or {}).get(metric) for r in b}
+        return {r["qid"]: r["metrics"][metric] - bv[r["qid"]] for r in a
+                if bv.get(r["qid"]) is not None and (r.get("metrics") or {}).get(metric) is not None}
+
+    x, y = per_q(model), per_q(base)
+    diffs = [x[q] - y[q] for q in sorted(x.keys() & y.keys())]
+    if not diffs:
+        return None
+    mean, lo, hi = bootstrap_ci(diffs, seed=seed)
+    return mean, lo, hi, len(diffs)
+
+
+def across_models(verdicts: dict[str, str]) -> str:
+    """What an effect's verdicts say together: ``flips`` when it holds at one model and is reversed at
+    another, else the shared verdict or the verdicts by model."""
+    seen = sorted(set(verdicts.values()))
+    if not seen:
+        return "not run"
+    if len(verdicts) == 1:
+        return f"{seen[0]} ({next(iter(verdicts))} only)"
+    by = "; ".join(f"{v}: {', '.join(m for m in verdicts if verdicts[m] == v)}" for v in seen)
+    if {"holds", "reversed"} <= set(seen):
+        return f"flips ({by})"
+    return f"{seen[0]} with every model" if len(seen) == 1 else by
+
+
 def effects_rows(table: Table, models: list[str]) -> list[dict[str, Any]]:
     """The table's :class:`Effect` values as data, per model of ``models`` (model keys): ``a − b`` in points,
-    paired on the questions both answered, with its 95% CI, n and :func:`effect_verdict`, and in ``across`` what
-    the verdicts say together (the models that ran both cells)."""
+    paired on the questions both answered, with its 95% CI, n and :func:`effect_verdict`; in ``across`` what
+    the verdicts say together (:func:`across_models`); and, per model after the first, how the effect changes
+    from the first model (:func:`effect_difference`, on the questions all four runs answered)."""
     from ..evaluate.report import format_gain, paired_gain
 
     rows = []
     for e in table.effects:
         row: dict[str, Any] = {"effect": e.claim, "paper": e.paper, "cells": f"{e.a[1]} − {e.b[1]}"}
         verdicts = {}
+        metric = table.metric
         for m in models:
             a, b = Records(get_table(e.a[0]), m)(e.a[1]), Records(get_table(e.b[0]), m)(e.b[1])
+            if a or b:
+                metric = headline(a or b, table.metric)
             g = paired_gain(a, b, headline(a or b, table.metric)) if a and b else None
             v = effect_verdict(g, e.sign)
             row[m] = f"{format_gain(g)} (n={g[3]}): {v}" if v != "not run" else v
             if v != "not run":
                 verdicts[m] = v
-        seen = sorted(set(verdicts.values()))
-        row["across"] = ("not run" if not seen else f"{seen[0]} ({next(iter(verdicts))} only)" if len(verdicts) == 1
-                         else f"{seen[0]} with every model" if len(seen) == 1
-                         else "; ".join(f"{v}: {', '.join(m for m in verdicts if verdicts[m] == v)}" for v in seen))
+        row["across"] = across_models(verdicts)
+        for m in models[1:]:
+            g = effect_difference(e, m, models[0], metric)
+            row[f"{m} − {models[0]}"] = f"{format_gain(g)} (n={g[3]})" if g else "—"
         rows.append(row)
     return rows
 
@@ -604,7 +673,7 @@ def effects_table(table: Table, models: list[str]):
 
     if not table.effects:
         return None
-    cols = ["effect", "paper", "cells", *models, "across"]
+    cols = ["effect", "paper", "cells", *models, "across", *(f"{m} − {models[0]}" for m in models[1:])]
     return result_table("effects", f"{table.name}: the papers' effects per model", cols,
                         [[r[k] for k in cols] for r in effects_rows(table, models)])
 
@@ -616,21 +685,37 @@ def models_section(table: Table, others: list[str]) -> str:
     served, models = models_tables(table, others)
     lines = ["", "## Models", "",
              f"The tables above are the default model's ({d}). Each other model with saved records, cell by cell: "
-             f"{table.metric} in points with a 95% bootstrap CI, and its paired difference from {d} on the "
+             "the row's metric (column `metric`) in points with a 95% bootstrap CI — or `partial k/N` while a cell "
+             f"is still running, its score being over other questions — and its paired difference from {d} on the "
              "questions both answered (95% paired bootstrap CI). Answers of two models, or of one model served "
              "by two engines, differ for reasons beyond the method; read a difference as the pair's, not the "
              "method's alone. The last columns count the questions whose answer (the prediction as a set of "
-             "normalised answers) is the same as the default model's, of those both answered with their "
-             "predictions kept, and the other model's error labels (a reply it could not give in the method's "
-             "format is counted there, never fatal).", "", served.markdown(), "", models.markdown()]
+             "normalised answers; not for free-text answers scored by ROUGE-L) is the same as the default model's, "
+             "of those both answered with their predictions kept, and the other model's error labels (a reply it "
+             "could not give in the method's format is counted there, never fatal).", "", served.markdown(), "",
+             models.markdown(), "", "Cells per model:", "", *models_coverage(table, others)]
     effects = effects_table(table, [d, *others])
     if effects is not None:
         lines += ["", "### The papers' effects at each model", "",
                   "Each effect the paper reports, as a paired difference between two cells (points, 95% paired "
                   "bootstrap CI, on the questions both answered), for every model: *holds* when the interval lies on "
-                  "the paper's side of 0, *reversed* when it lies on the other side, *unclear* when it spans 0.", "",
+                  "the paper's side of 0, *reversed* when it lies on the other side, *unclear* when it spans 0; "
+                  "*flips* when it holds at one model and is reversed at another. The last column is how much the "
+                  f"effect changes from {d} to the other model, on the questions all four runs answered (95% "
+                  "bootstrap CI): an interval that excludes 0 means the model changes the effect.", "",
                   effects.markdown()]
     return "\n".join(lines) + "\n"
+
+
+def header_line(table: Table) -> str:
+    """The line under a report's title: the model its tables show, how it was served, and the other models
+    with records (their section), so the model is never left for the reader to guess."""
+    d = default_key()
+    served = _engine([r for c in table.cells for r in Records(table)(c.name)])
+    others = [m for m in table.models() if m != d and any(table.saved(c, m).exists() for c in table.cells)]
+    return (f"Model: `{d}` (served by: {served})"
+            + (f"; other models with records: {', '.join(f'`{m}`' for m in others)} (section *Models*)." if others
+               else "; no other model has records here."))
 
 
 def models_frame(names: list[str] | None = None, models: list[str] | None = None, answers: bool = False,
@@ -654,6 +739,28 @@ def models_frame(names: list[str] | None = None, models: list[str] | None = None
     if not answers:
         frame = frame[[c for c in frame.columns if not (": same answer as " in c or c.endswith(": errors"))]]
     return frame.fillna("") if not frame.empty else pd.DataFrame(columns=["table", "cell", "metric", default_key()])
+
+
+def effects_frame(names: list[str] | None = None, models: list[str] | None = None, brief: bool = False):
+    """The papers' effects at each model (:func:`effects_rows`) of several tables as one DataFrame (for
+    notebooks): a row per effect, a column per model (the default model, then ``models`` — model keys or LLM
+    names, "not run" without records — or every model with records), the verdicts together (``across``)
+    and how much each other model changes the effect; ``brief`` leaves out the paper's values and the cells (the
+    reports' *Models* sections have them)."""
+    import pandas as pd
+
+    d = default_key()
+    chosen = [model_key(m) if (":" in m or m == DEFAULT_LLM) else m for m in (models or [])]
+    rows, seen = [], set()
+    for t in tables(names):
+        if not t.effects:
+            continue
+        others = [m for m in dict.fromkeys(chosen or t.models()) if m != d]
+        rows += [{"table": t.name, **r} for e, r in zip(t.effects, effects_rows(t, [d, *others]))
+                 if (e.a, e.b) not in seen]  # an effect two tables declare (Keqing − KB-BINDER) once
+        seen |= {(e.a, e.b) for e in t.effects}
+    frame = pd.DataFrame(rows).fillna("") if rows else pd.DataFrame(columns=["table", "effect", d])
+    return frame.drop(columns=[c for c in ("paper", "cells") if c in frame.columns]) if brief else frame
 
 
 def write_text(path: Path, text: str) -> None:

@@ -348,11 +348,23 @@ def paper_tables(ov) -> list[ResultTable]:
         cut = common.rfind(", ") + 2 if ", " in common else 0  # a shared "MetaQA dev …, " goes to the title
         labels = [x[cut:] for x in labels] if cut and all(len(x) > cut for x in labels) else labels
         where = f" on {common[:cut - 2]}" if labels[0] != short_set(sets[0]) else ""
-        columns = ["method", *labels, *(["paper"] if one else [f"paper: {x}" for x in labels])]
+        paper_labels = [paper_column(rows[rows["set"] == s]["paper source"], x) for s, x in zip(sets, labels)]
+        columns = ["method", *labels, *(["paper"] if one else [f"paper: {x}" for x in paper_labels])]
         title = f"{paper}, {metric} in points{where} (ours [95% CI]; the paper's value beside)" + (
             f"; GrailQA: {FRAGMENT}" if any(FRAGMENT in s for s in sets) else "")
         out.append(table(f"{paper} {metric}", title, columns, body))
     return out
+
+
+def paper_column(sources, ours: str) -> str:
+    """The paper's column a set of ours stands for (``SimpleQuestions`` for the mini-world simple set), from
+    its rows' paper sources (``…, column SimpleQuestions (Hit@1)``), or ``ours`` when they name none."""
+    import re
+
+    found = {m.group(1).strip() for src in sources if isinstance(src, str)
+             for m in [re.search(r"column ([^(,:]+)", src)] if m}
+    theirs = found.pop() if len(found) == 1 else ours
+    return ours if ours.split(" (")[0] in theirs else theirs  # "1-hop" for "MetaQA 1-hop": the title names MetaQA
 
 
 def cost_table(ov) -> ResultTable:
@@ -524,6 +536,29 @@ HEADLINE_COLUMNS = ["paper", "set", "method", "metric", "ours [95% CI]", "questi
                     "paper value", "paper source"]
 
 
+def models_parts() -> list[str]:
+    """compare_all's *Models* section: every table another model has records for, with how many of its cells
+    each model completed and the papers' effects at each model (the same rows as the table's own report,
+    :func:`~kgqa_lib.bench.core.effects_rows`); the rows above are the default model's alone."""
+    from .core import default_key, effects_table, models_coverage, tables
+
+    d = default_key()
+    parts = ["## Models", "", f"Every row above is the default model's ({d}). The tables another model has records "
+             "for, with its cells and the papers' effects at each model (holds / reversed / unclear / flips, paired "
+             "95% CIs; each table's report, section *Models*, has them cell by cell):", ""]
+    found = False
+    for t in tables():
+        others = [m for m in t.models() if m != d and any(t.saved(c, m).exists() for c in t.cells)]
+        if not others:
+            continue
+        found = True
+        parts += [f"### {t.name}", "", *models_coverage(t, others), ""]
+        effects = effects_table(t, [d, *others])
+        if effects is not None:
+            parts += [effects.markdown(), ""]
+    return parts if found else parts[:2] + ["No other model has records yet.", ""]
+
+
 def write_compare_all(ov, folder) -> list[Any]:
     """``compare_all.md`` (every headline row, the per-paper tables, the cost table) and ``compare_all.csv``
     (the overview's rows, :data:`COLUMNS`) in ``folder``; returns the two paths."""
@@ -541,6 +576,7 @@ def write_compare_all(ov, folder) -> list[Any]:
         parts += [f"### {t.title}", "", t.markdown(), ""]
     cost = cost_table(ov)
     parts += ["## Cost per method", "", cost.markdown(), ""]
+    parts += models_parts()
     md, csv = folder / "compare_all.md", folder / "compare_all.csv"
     md.write_text("\n".join(parts), encoding="utf-8")
     ov.to_csv(csv, index=False)

@@ -568,8 +568,14 @@ def test_models_frame_shows_a_model_without_records_as_not_run(tmp_path, monkeyp
     assert list(frame["cell"]) == ["(every cell)"] and list(frame[small]) == ["not run"]
     _write(t.model_dir(small), "m_a", [0, 1])
     frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
-    assert list(frame["cell"]) == ["m_a"] and frame[small][0].startswith("50.0")
-    assert frame[f"{small} − {core.default_key()} (paired)"][0].startswith("-50.0")
+    # a cell still running shows how far it is, never a score beside a complete cell's on other questions
+    assert list(frame["cell"]) == ["m_a"] and frame[small][0] == "partial 2/3"
+    assert frame[f"{small} − {core.default_key()} (paired)"][0].startswith("-50.0")  # paired: the same questions
+    assert core.models_coverage(t, [small]) == [f"- {small}: 0 of {len(t.cells)} cells complete, 1 partial; not run yet: "
+                                                + ", ".join(f"`{c.name}`" for c in t.cells if c.name != "m_a") + "."]
+    _write(t.model_dir(small), "m_a", [0, 1, 1])
+    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
+    assert frame[small][0].startswith("66.7") and frame[f"{small} − {core.default_key()} (paired)"][0].startswith("+0.0")
     assert f"{small}: errors" not in frame.columns  # the answers' columns only when asked
     assert core.models_frame([t.name]).shape[0] == 1 and core.models_frame([t.name], only=True).empty  # (no models named)
     wide = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], answers=True)
@@ -589,7 +595,7 @@ def test_the_papers_effects_per_model(tmp_path, monkeypatch):
     of 0, reversed on the other, unclear across 0, not run without both cells; the models section shows them."""
     t = _model_table(tmp_path, monkeypatch)
     t = core.Table(**{**t.__dict__, "effects": (core.Effect("a above b", "paper, Table 9: 2 vs 1", ("fake_m", "m_a"),
-                                                            ("fake_m", "m_b")),)})
+                                                            ("fake_m", "m_b")),), "report": lambda rs: "# fake\n\nbody\n"})
     monkeypatch.setitem(core.TABLES, "fake_m", t)
     d, small = core.default_key(), core.model_key("local:qwen2.5-0.5b")
     _write(t.model_dir(), "m_a", [1] * 20)
@@ -598,7 +604,8 @@ def test_the_papers_effects_per_model(tmp_path, monkeypatch):
     _write(t.model_dir(small), "m_b", [1] * 20)  # −100 for the small one: reversed
     [row] = core.effects_rows(t, [d, small])
     assert row[d] == "+100.0 [+100.0, +100.0] (n=20): holds" and row[small].endswith("(n=20): reversed")
-    assert row["across"] == f"holds: {d}; reversed: {small}"
+    assert row["across"] == f"flips (holds: {d}; reversed: {small})"
+    assert row[f"{small} − {d}"] == "-200.0 [-200.0, -200.0] (n=20)"  # how much the model changes the effect
     _write(t.model_dir(small), "m_b", [0, 1] * 10)
     _write(t.model_dir(small), "m_a", [1, 0] * 10)  # a − b alternates +1/−1: the CI spans 0
     assert core.effects_rows(t, [d, small])[0][small].endswith(": unclear")
@@ -608,8 +615,14 @@ def test_the_papers_effects_per_model(tmp_path, monkeypatch):
     assert core.effects_rows(t, [d, "other-model"])[0]["other-model"] == "not run"
     assert core.effects_rows(t, [d, "other-model"])[0]["across"] == f"holds ({d} only)"
     text = core.render(t)
+    assert text.splitlines()[2].startswith(f"Model: `{d}` (served by: ") and f"`{small}` (section *Models*)" in text
     assert "### The papers' effects at each model" in text and "| a above b | paper, Table 9: 2 vs 1 | m_a − m_b |" in text
     assert core.effect_verdict(None, 1) == "not run"
+    frame = core.effects_frame(["fake_m"], models=["local:qwen2.5-0.5b"], brief=True)
+    assert len(frame) == 1 and "paper" not in frame.columns and frame["across"][0].endswith(f"unclear: {small}")
+    twice = core.Table(**{**t.__dict__, "name": "fake_m2"})  # an effect two tables declare is shown once
+    monkeypatch.setitem(core.TABLES, "fake_m2", twice)
+    assert len(core.effects_frame(["fake_m", "fake_m2"])) == 1
 
 
 def test_every_effect_names_registered_cells():

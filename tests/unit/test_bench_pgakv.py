@@ -52,7 +52,9 @@ def test_the_report_renders_the_same_tables_the_notebooks_get():
         df = t.frame()
         assert len(df) == len(t.rows) and list(df.columns) == list(t.columns[1:])
     committed = (repo_root() / "results" / "bench" / P.TEST_TABLE.output).read_text(encoding="utf-8")
-    assert committed.startswith(text)  # byte for byte (the models section follows)
+    title, _, rest = text.partition("\n")
+    head, _, body = committed.partition("\n\nModel: `")  # the model line under the title (core.header_line)
+    assert head == title and body.split("\n", 1)[1].startswith(rest)  # byte for byte (the models section follows)
 
 
 def test_table2_reports_test_questions_only():

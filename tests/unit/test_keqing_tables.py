@@ -190,6 +190,11 @@ def test_paper_tables_cost_summary_and_the_files(results, tmp_path):
     sets = [line.split(" | ")[1] for line in headline.splitlines() if line.startswith("| Keqing |")]
     assert all(overview.FRAGMENT in s for s in sets if "GrailQA" in s)
     assert by["Keqing F1"].markdown() in written and pd.read_csv(csv).shape[0] == len(ov)
+    assert "\n## Models\n" in written  # the model axis: which tables another model has records for
+    # the paper's columns are named by the paper's own column where ours stand for another dataset
+    assert overview.paper_column(["PG&AKV paper, Table 2, GPT-3.5, row IO, column SimpleQuestions (Hit@1)"],
+                                 "simple (test)") == "SimpleQuestions"
+    assert overview.paper_column(["Keqing paper, Table 2, row X, column MetaQA 1-hop (Hits@1)"], "1-hop") == "1-hop"
 
 
 def test_status_lines_count_the_tables_own_cells(results):
