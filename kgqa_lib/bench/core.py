@@ -480,9 +480,17 @@ def predictions_section(table: Table, others: list[str]) -> str:
 
 
 def _engine(records: list[dict[str, Any]]) -> str:
-    """How a model was served, from its records (``engine``; older records: unknown)."""
-    engines = sorted({str(r.get("engine")) for r in records if r.get("engine")})
-    return "; ".join(engines) if engines else "not recorded (records made before they named their engine)"
+    """How a model was served, from its records (``engine``): each engine, with how many records it made when
+    more than one engine (or records without one) are in the list; "not recorded" for records made before
+    records named their engine."""
+    counts = Counter(str(r.get("engine") or "") for r in records)
+    old = counts.pop("", 0)
+    if not counts:
+        return "not recorded (records made before they named their engine)"
+    if len(counts) == 1 and not old:
+        return next(iter(counts))
+    parts = [f"{e} ({n} records)" for e, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
+    return "; ".join(parts + ([f"not recorded ({old} records, made before records named their engine)"] if old else []))
 
 
 def headline(records: list[dict[str, Any]], metric: str) -> str:
