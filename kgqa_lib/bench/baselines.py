@@ -85,10 +85,49 @@ def judged_stops_line() -> str:
             f"{judged[1]} at depth 1")
 
 
+#: How much of one search or draft a stripped record keeps (paths, candidates, drafts of one question)
+MAX_KEPT_ITEMS = 10
+
+
+def produced(r: dict[str, Any]) -> dict[str, Any]:
+    """What ToG and KB-BINDER produced for one question, kept in a stripped record so a reviewer can read its
+    path (``kgqa bench show``): ToG's search depth by depth (the relations it kept with their scores, the
+    entities it scored, the paths of its beam as KG triples, the judge's verdict) and KB-BINDER's drafts (the
+    s-expression each wrote, its outcome, the bound form that answered, its candidates and executions). KG
+    labels and the model's own output only: no prompt, no question text, no gold. At most
+    :data:`MAX_KEPT_ITEMS` of each list."""
+    n = MAX_KEPT_ITEMS
+    out: dict[str, Any] = {}
+    for s in r.get("trace") or []:
+        o = s.get("output")
+        if s["name"] == "beam_search" and isinstance(o, dict):
+            out["tog_search"] = [{
+                "depth": st.get("depth"),
+                "relations": [{"entity": x.get("entity"), "kept": (x.get("kept") or [])[:n], "error": x.get("error")}
+                              for x in (st.get("relations") or [])[:n]],
+                "entities": [{"relation": x.get("relation"), "candidates": (x.get("candidates") or [])[:n],
+                              "scores": (x.get("scores") or [])[:n], "error": x.get("error")}
+                             for x in (st.get("entities") or [])[:n]],
+                "beam": [[list(t) for t in p] for p in (st.get("beam_triples") or [])[:n]],
+                "judgement": {k: (st.get("judgement") or {}).get(k) for k in ("sufficient", "error")}
+                if st.get("judgement") else None,
+                **({"judge_skipped": st["judge_skipped"]} if "judge_skipped" in st else {})}
+                for st in o.get("steps") or []]
+        elif s["name"].startswith("ground_") and isinstance(o, dict):
+            d = o.get("draft") or {}
+            out.setdefault("kbbinder_drafts", []).append({
+                "index": d.get("index"), "sexpr": d.get("sexpr"), "error": d.get("error"), "status": o.get("status"),
+                "winner": o.get("winner"), "n_candidates": o.get("n_candidates"),
+                "candidates": [c.get("sexpr") for c in (o.get("candidates") or [])[:n]],
+                "executions": [{k: e.get(k) for k in ("sexpr", "status", "n")} for e in (o.get("executions") or [])[:n]]})
+    return out
+
+
 def strip(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r[k] for k in KEEP if k in r}
     out["trace"] = [{"name": s["name"], "seconds": s.get("seconds", 0.0)} for s in r.get("trace") or []]
     out["summary"] = _summary(r)
+    out |= produced(r)
     keep_prediction(out, r)
     out["stripped"] = True
     return out

@@ -122,6 +122,31 @@ def _chain(x: Any) -> str:
     return " → ".join(map(str, x)) if isinstance(x, list) else str(x)
 
 
+def _tog_step(st: dict[str, Any]) -> str:
+    """One depth of a ToG search kept in a stripped record, in a line: the relations kept (score), the entities
+    scored, the paths of the beam, the judge's verdict."""
+    rel = "; ".join(f"{x.get('entity')}: " + ", ".join(f"{k[0]} ({k[1]:g})" if isinstance(k, list) and len(k) == 2
+                                                        else str(k) for k in x.get("kept") or [])
+                    for x in st.get("relations") or [])
+    ent = "; ".join(f"{x.get('relation')}: " + ", ".join(f"{c} ({sc:g})" for c, sc in zip(x.get("candidates") or [],
+                                                                                           x.get("scores") or []))
+                    for x in st.get("entities") or [])
+    beam = " | ".join(" → ".join(f"{h} —{r}→ {t}" for h, r, t in p) for p in st.get("beam") or []) or "empty"
+    j = st.get("judgement")
+    judge = ("skipped (" + str(st["judge_skipped"]) + ")" if st.get("judge_skipped") else
+             "not asked" if not j else "sufficient" if j.get("sufficient") else
+             f"not sufficient{' (' + str(j['error']) + ')' if j.get('error') else ''}")
+    return f"relations kept: {rel or '—'}; entities scored: {ent or '—'}; beam: {beam}; judge: {judge}"
+
+
+def _draft(d: dict[str, Any]) -> str:
+    """One KB-BINDER draft kept in a stripped record, in a line: what it wrote, its outcome, what answered."""
+    ex = ", ".join(f"{e.get('status')} ({e.get('n')})" for e in d.get("executions") or [])
+    return (f"wrote {d.get('sexpr') or '(no s-expression)'}; {d.get('status')}"
+            + (f"; answered by {d['winner']}" if d.get("winner") else "")
+            + (f"; {d.get('n_candidates')} candidate forms, executions: {ex}" if d.get("n_candidates") else ""))
+
+
 def method_outputs(r: dict[str, Any]) -> list[tuple[str, Any]]:
     """What the method produced that the record keeps besides its prediction, as (label, value): the
     response (whole records), Keqing's decomposition (predicted chain beside the gold one), FuSIC's
@@ -141,6 +166,10 @@ def method_outputs(r: dict[str, Any]) -> list[tuple[str, Any]]:
                                                  f"{_chain(d.get('gold_chain'))}; " + ", ".join(f"{k} {v}" for k, v in rest.items())))
                 else:
                     out.append((f"diagnostics.{name}", d))
+        elif key == "tog_search" and isinstance(value, list):
+            out += [(f"ToG depth {st.get('depth')}", _tog_step(st)) for st in value if isinstance(st, dict)]
+        elif key == "kbbinder_drafts" and isinstance(value, list):
+            out += [(f"draft {d.get('index')}", _draft(d)) for d in value if isinstance(d, dict)]
         elif key == "attempts" and isinstance(value, list):
             for i, a in enumerate(value, 1):
                 a = dict(a)

@@ -123,3 +123,50 @@ def test_strip_keeps_the_depth_floor_counts_only_when_set():
     r["trace"][-1]["output"] |= {"min_depth": 2, "judge_skipped": 1}
     tog = baselines.strip(r)["summary"]["tog"]
     assert (tog["min_depth"], tog["judge_skipped"]) == (2, 1)
+
+
+def _search_record():
+    step = {"depth": 1, "frontier": ["Jason Flemyng"], "n_candidates": 4,
+            "relations": [{"called": False, "candidates": ["starred actors (reverse)"], "entity": "Jason Flemyng",
+                           "error": None, "kept": [["starred actors (reverse)", 1.0]], "n_available": 1, "text": "raw"}],
+            "entities": [{"called": True, "candidates": ["Bruiser", "Shifty"], "error": None, "n_available": 2,
+                          "relation": "Jason Flemyng, starred actors (reverse)", "scores": [0.0, 0.7],
+                          "text": "{Bruiser (Score: 0.0)} secret question text"}],
+            "beam": [{"x": 1}], "beam_triples": [[["Shifty", "starred actors", "Jason Flemyng"]]],
+            "judgement": {"sufficient": True, "answers": ["Shifty"], "text": "secret question text", "error": None}}
+    draft = {"draft": {"index": 0, "text": "secret question text (join ?x m.actor)", "sexpr": "(JOIN r e)", "error": None,
+                       "message": "", "slots": [["entity", "e"]]},
+             "status": "ok", "bindings": [{"slot": "e"}], "n_candidates": 2,
+             "candidates": [{"sexpr": "(JOIN r1 e1)", "score": 0.9, "choice": 0}, {"sexpr": "(JOIN r2 e1)"}],
+             "executions": [{"sexpr": "(JOIN r1 e1)", "status": "ok", "n": 3}], "winner": "(JOIN r1 e1)", "answers": ["a"]}
+    return {"qid": "q1", "question": "secret question text", "gold": ["Shifty"], "metrics": {"hits@1": 1.0},
+            "prediction": ["Shifty"],
+            "trace": [{"name": "link_topic_entities", "output": {"names": ["Jason Flemyng"]}, "seconds": 0.1},
+                      {"name": "beam_search", "output": {"steps": [step], "stopped": "judged_sufficient"}, "seconds": 1.0},
+                      {"name": "answer_from_own_knowledge", "output": {"prompt": "secret question text"}, "seconds": 0.0},
+                      {"name": "ground_0", "output": draft, "seconds": 0.2}]}
+
+
+def test_strip_keeps_what_tog_and_kbbinder_produced_without_prompts_question_or_gold():
+    """A stripped record keeps ToG's search depth by depth and KB-BINDER's drafts (what the method produced), so
+    `kgqa bench show` can show a question's path; never the prompt, the question text or the gold answers."""
+    from kgqa_lib.bench.inspect import method_outputs
+
+    s = baselines.strip(_search_record())
+    assert "secret question text" not in repr(s) and "gold" not in s
+    [step] = s["tog_search"]
+    assert step["relations"] == [{"entity": "Jason Flemyng", "kept": [["starred actors (reverse)", 1.0]], "error": None}]
+    assert step["entities"][0]["candidates"] == ["Bruiser", "Shifty"] and step["entities"][0]["scores"] == [0.0, 0.7]
+    assert step["beam"] == [[["Shifty", "starred actors", "Jason Flemyng"]]]
+    assert step["judgement"] == {"sufficient": True, "error": None}
+    [draft] = s["kbbinder_drafts"]
+    assert draft["sexpr"] == "(JOIN r e)" and draft["winner"] == "(JOIN r1 e1)" and draft["status"] == "ok"
+    assert draft["candidates"] == ["(JOIN r1 e1)", "(JOIN r2 e1)"] and draft["executions"][0]["n"] == 3
+    shown = dict(method_outputs(s))
+    assert shown["ToG depth 1"] == ("relations kept: Jason Flemyng: starred actors (reverse) (1); entities scored: "
+                                    "Jason Flemyng, starred actors (reverse): Bruiser (0), Shifty (0.7); beam: Shifty "
+                                    "—starred actors→ Jason Flemyng; judge: sufficient")
+    assert shown["draft 0"].startswith("wrote (JOIN r e); ok; answered by (JOIN r1 e1); 2 candidate forms")
+    many = _search_record()
+    many["trace"][1]["output"]["steps"][0]["beam_triples"] *= 30
+    assert len(baselines.strip(many)["tog_search"][0]["beam"]) == baselines.MAX_KEPT_ITEMS
