@@ -21,6 +21,12 @@ from kgqa_lib.kg.graph import load_rdf
 from kgqa_lib.kg.sources import load_miniworld_kg
 
 SEED = 0
+# The spare set: geography and technology questions no other set asks, never reported (FuSIC's dev part of
+# the cinema → geography pair, kgqa_lib.methods.fusic.tasks.DEV_SETS): the simple and multi-hop forms again
+# on further topics of those domains, drawn with a seed of their own, up to SPARE_PER_FORM per form.
+SPARE_SEED = 1
+SPARE_TOPICS = ("g_", "t_")
+SPARE_PER_FORM = 2
 
 # --- phrasings, written by us: {s} = subject label, {o} = object label ------------------------
 SIMPLE = {
@@ -180,7 +186,7 @@ def gold(form: dict, kgs: dict, schemas: dict) -> list[str]:
 
 def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
     F = Facts(src)
-    sets: dict[str, list[dict]] = {"simple": [], "multihop": [], "templated": [], "open": []}
+    sets: dict[str, list[dict]] = {"simple": [], "multihop": [], "templated": [], "open": [], "spare": []}
 
     def add(name, question, form, topic_keys, kind="factoid", meta=None, answers=None):
         if answers is None:
@@ -293,7 +299,36 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
                                                     "raw": phrasings[i % len(phrasings)].replace("[X]", f"[{F.mention(t)}]")})
     # open-ended: references written from the KG facts in three styles
     sets["open"] = open_questions(F, rng)
+    asked = {q["gold_query"].get("form", "") for qs in sets.values() for q in qs}
+    spare_questions(F, add, asked, random.Random(SPARE_SEED))
     return sets
+
+
+def spare_questions(F: Facts, add, asked: set[str], rng) -> None:
+    """The spare set (:data:`SPARE_SEED`): the simple and multi-hop forms again on geography and technology topics
+    whose form (topic and path) no other set asks, up to :data:`SPARE_PER_FORM` questions per form."""
+    def take(forms_and_texts, meta) -> None:
+        n = 0
+        for form, text in forms_and_texts:
+            if json.dumps(form, sort_keys=True) in asked:
+                continue
+            if add("spare", text, form, [form["topic"]], meta=meta):
+                n += 1
+            if n == SPARE_PER_FORM:
+                return
+
+    for prop, phrasings in SIMPLE.items():
+        subjects = sorted(s for (s, p) in F.out if p == prop and s.startswith(SPARE_TOPICS))
+        rng.shuffle(subjects)
+        take((({"type": "path", "topic": s, "path": [prop]}, phrasings[i % len(phrasings)].format(s=F.mention(s)))
+              for i, s in enumerate(subjects)), {"property": prop})
+    for base, phrasings, cls in MULTIHOP:
+        topics = [t for t in F.of_class(cls) if t.startswith(SPARE_TOPICS)
+                  and ("shares_border_with" not in base["path"] or t in BORDERS_COMPLETE)]
+        rng.shuffle(topics)
+        topics = [t for t in topics if len(F.walk(t, base["path"])) >= (2 if base["type"] in ("argmax", "argmin") else 1)]
+        take((({**base, "topic": t}, phrasings[i % len(phrasings)].format(s=F.mention(t))) for i, t in enumerate(topics)),
+             {"hops": len(base["path"]), "form": base["type"]})
 
 
 THE = {"United States", "United Kingdom", "Netherlands", "Czech Republic", "Democratic Republic of the Congo",

@@ -194,6 +194,12 @@ class Table:
     # a label for a record its method left without an error label but whose answer is a known failure
     # (e.g. a reply that only repeats the prompt's exemplar answers), counted with the error labels
     label: Callable[[dict[str, Any]], str | None] | None = None
+    # how a cell's name reads in the generic sections (e.g. with the note that it runs on a gold-fact fragment)
+    row_label: Callable[[str], str] | None = None
+
+    def cell_name(self, name: str) -> str:
+        """A cell's name as the generic sections print it (:attr:`row_label`)."""
+        return self.row_label(name) if self.row_label else name
 
     @property
     def records_root(self) -> Path:
@@ -469,7 +475,9 @@ def predictions_section(table: Table, others: list[str]) -> str:
             rs = recs(c.name)
             lost = sum("prediction" in r and not prediction_kept(r) for r in rs)  # older code's placeholder
             if lost:
-                cells.append(f"`{c.name}` ({lost} of {len(rs)}" + (f", {m})" if m != d else ")"))
+                cells.append(f"`{c.name}`" + (f" ({table.cell_name(c.name)[len(c.name):].strip(' ()')})"
+                                                     if table.cell_name(c.name) != c.name else "")
+                             + f" ({lost} of {len(rs)}" + (f", {m})" if m != d else ")"))
     if not cells:
         return ""
     return ("\n## Records without predictions\n\n"
@@ -554,7 +562,7 @@ def models_rows(table: Table, others: list[str]) -> list[dict[str, Any]]:
         if not any(recs[m](c.name) for m in others):
             continue
         metric = headline(base(c.name) or next(recs[m](c.name) for m in others if recs[m](c.name)), table.metric)
-        row: dict[str, Any] = {"table": table.name, "cell": c.name, "metric": metric}
+        row: dict[str, Any] = {"table": table.name, "cell": table.cell_name(c.name), "metric": metric}
         for m, rs in ((d, base(c.name)), *((m, recs[m](c.name)) for m in others)):
             row[m] = partial(rs, c) or ci_cell(rs, metric, empty="not run yet")
         for m in others:
@@ -581,7 +589,7 @@ def models_coverage(table: Table, others: list[str]) -> list[str]:
         recs = Records(table, m)
         done = [c for c in table.cells if len(_qids(recs(c.name))) >= c.planned]
         part = [c for c in table.cells if partial(recs(c.name), c)]
-        missing = [c.name for c in table.cells if not recs(c.name)]
+        missing = [table.cell_name(c.name) for c in table.cells if not recs(c.name)]
         names = ", ".join(f"`{n}`" for n in missing) if len(missing) <= 12 else f"{len(missing)} cells"
         lines.append(f"- {m}: {len(done)} of {len(table.cells)} cells complete, {len(part)} partial"
                      + (f"; not run yet: {names}" if missing else "") + ".")
@@ -655,7 +663,8 @@ def effects_rows(table: Table, models: list[str]) -> list[dict[str, Any]]:
 
     rows = []
     for e in table.effects:
-        row: dict[str, Any] = {"effect": e.claim, "paper": e.paper, "cells": f"{e.a[1]} − {e.b[1]}"}
+        row: dict[str, Any] = {"effect": e.claim, "paper": e.paper,
+                               "cells": f"{get_table(e.a[0]).cell_name(e.a[1])} − {get_table(e.b[0]).cell_name(e.b[1])}"}
         verdicts = {}
         metric = table.metric
         for m in models:

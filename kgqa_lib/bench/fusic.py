@@ -8,7 +8,7 @@ Table 2 (configurations, zero- and few-shot, KB-BINDER, gf-LLM, the naive FS-ICL
 Pairs (:mod:`kgqa_lib.methods.fusic.tasks`): ``mw-wd>metaqa`` — the mini-world (Wikidata-style, all
 domains) → MetaQA's WikiMovies KB, 100 MetaQA *dev* questions per hop, our reported part of a seeded
 dev sample (``fusic:mw-wd>metaqa:test-<N>hop --sample 100``: "test" there names the task's reported
-part, not MetaQA's test set, which is not used); ``grailqa>grailqa-tech`` (all 124 reported
+part, not MetaQA's test set, which is not used; ``reported-<N>hop`` loads the same dataset); ``grailqa>grailqa-tech`` (all 124 reported
 questions, GrailQA dev questions on a fragment of their gold facts); the mini-world pairs with every
 target question outside the pool (our held-out part). Every target also has a dev part for choosing
 settings (``fusic:<task>:dev``, :func:`~kgqa_lib.methods.fusic.tasks.dev_questions`; none of the
@@ -35,17 +35,17 @@ from ..evaluate.report import format_gain, paired_gain, summarize
 from ..kg.grailqa_fragment import PAPER_TECH_DOMAINS, TECH_DOMAINS
 from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline, summary_of
 from .core import MAX_KEPT_CHARS, Cell, Effect, Records, Table, keep_prediction, register
+from .core import partial as cell_partial
+from .overview import FRAGMENT  # what a row on GrailQA's fragment is: its KB holds the questions' own gold facts
 from .result_table import ResultTable, table
 
 # ---------------------------------------------------------------- the cells
-#: what a row on GrailQA's fragment is: its KB holds the gold facts of the questions themselves
-FRAGMENT_NOTE = "gold-fact fragment: retrieval far easier than full Freebase"
 # pair: (transfer task, dataset spec, planned questions, further `kgqa run` arguments, label)
 PAIRS = {
     **{f"metaqa{h}": ("mw-wd>metaqa", f"fusic:mw-wd>metaqa:test-{h}hop", 100, ("--sample", "100"),
                       f"mini-world (Wikidata-style) → MetaQA dev (our reported part), {h}-hop") for h in (1, 2, 3)},
     "gtech": ("grailqa>grailqa-tech", "fusic:grailqa>grailqa-tech:test", 124, (),
-              f"GrailQA non-technical → GrailQA-Tech ({FRAGMENT_NOTE})"),
+              f"GrailQA non-technical → GrailQA-Tech ({FRAGMENT})"),
     "geo2cinema": ("geo-wd>cinema-fb", "fusic:geo-wd>cinema-fb:test", 80, (),
                    "mini-world geography (Wikidata-style) → cinema (Freebase-style)"),
     "cinema2geo": ("cinema-fb>geo-wd", "fusic:cinema-fb>geo-wd:test", 149, (),
@@ -204,6 +204,57 @@ def make_cell(pair: str, config: str) -> Cell:
 
 CELLS = tuple(make_cell(p, c) for p, c in ORDER)
 _NAMES = {c.name for c in CELLS}
+#: every cell by name: its planned questions decide whether its records are partial (:func:`cell_records`)
+CELL_OF = {c.name: c for c in CELLS}
+#: the pairs whose target KB is GrailQA's gold-fact fragment (their label says so: :data:`FRAGMENT`)
+ON_FRAGMENT = tuple(p for p, v in PAIRS.items() if FRAGMENT in v[4])
+
+
+def cell_label(name: str) -> str:
+    """A cell's name as the first column of the report's per-cell tables shows it: on GrailQA-Tech followed by
+    the fragment's note (:data:`FRAGMENT`), as every row on that pair says it (:func:`cell_of` reads it back)."""
+    return f"{name} ({FRAGMENT})" if name.split(".")[0] in ON_FRAGMENT else name
+
+
+def cell_of(label: Any) -> str:
+    """The cell name of a per-cell row's first column (:func:`cell_label`)."""
+    return str(label).split(" ", 1)[0]
+
+
+class CellRecords(list):
+    """A cell's saved records, knowing the cell (``cell``) and whether it is still running: ``partial`` is
+    ``partial k/N`` while the records hold some but not all of its planned questions
+    (:func:`~kgqa_lib.bench.core.partial`), else None. A number computed from a partial cell is never shown
+    beside the complete cells' numbers: the report prints that text in its place."""
+
+    cell: str = ""
+    partial: str | None = None
+
+
+def cell_records(records: Records, name: str) -> CellRecords:
+    """The records of the cell ``name`` (``records``: the saved records by cell name) as :class:`CellRecords`."""
+    out = CellRecords(records(name))
+    out.cell = name
+    c = CELL_OF.get(name)
+    out.partial = cell_partial(out, c) if c is not None else None
+    return out
+
+
+def _like(recs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> CellRecords:
+    """``rows`` (some of ``recs``) as the same cell's records."""
+    out = CellRecords(rows)
+    out.cell, out.partial = getattr(recs, "cell", ""), getattr(recs, "partial", None)
+    return out
+
+
+def partial_label(*recs: list[dict[str, Any]]) -> str | None:
+    """``partial k/N`` when one of the record lists is a partial cell's (the first's as it is, a later one's
+    with its cell's name); None when none is."""
+    for i, r in enumerate(recs):
+        p = getattr(r, "partial", None)
+        if p:
+            return p if i == 0 or not getattr(r, "cell", "") else f"{r.cell}: {p}"
+    return None
 
 # ---------------------------------------------------------------- the paper's numbers
 # Column WebQSP→GrailQA-Tech (W→GI-T) of each table: the paper's target most like ours (a domain
@@ -519,8 +570,11 @@ def _pct(x: float) -> str:
 
 
 def _f1(recs: list[dict[str, Any]]) -> str:
+    """F1 [95% CI] in points; ``partial k/N`` for a cell still running (:class:`CellRecords`)."""
     if not recs:
         return "not run yet"
+    if partial_label(recs):
+        return partial_label(recs)
     row = summarize(recs, ["f1"])
     lo, hi = row["f1_ci"]
     return f"{_pct(row['f1'])} [{_pct(lo)}, {_pct(hi)}]"
@@ -540,8 +594,12 @@ def _stage_means(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
 
 
 def _gain(recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> str:
+    """``recs`` − ``base`` in F1, paired (points, bootstrap 95% CI, n); ``partial k/N`` when either is a cell
+    still running (:func:`partial_label`)."""
     if not recs or not base:
         return "—"
+    if partial_label(recs, base):
+        return partial_label(recs, base)
     g = paired_gain(recs, base, "f1")
     return f"{format_gain(g)} (n={g[3]})" if g[3] else "—"
 
@@ -657,7 +715,7 @@ def query_lengths(recs: list[dict[str, Any]]) -> dict[str, int] | None:
 def _on_shared(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``a`` and ``b`` kept to the questions (qids) both hold."""
     ids = {r["qid"] for r in a} & {r["qid"] for r in b}
-    return [r for r in a if r["qid"] in ids], [r for r in b if r["qid"] in ids]
+    return _like(a, [r for r in a if r["qid"] in ids]), _like(b, [r for r in b if r["qid"] in ids])
 
 
 def _share(recs: list[dict[str, Any]], key: str, hops: int) -> str:
@@ -693,7 +751,10 @@ def depth_table(rec) -> ResultTable:
     for pair, config in [(p, d) for p in PAIRS for d in DEPTH if cell_name(p, d) in _NAMES]:
         base_config, hops = DEPTH[config]
         base, recs = rec(pair, base_config), rec(pair, config)
-        if recs and base:  # every column on the questions both cells hold (a partial deviation cell: its questions)
+        if partial_label(recs, base):  # a cell still running: no number until it is complete
+            rows.append([PAIRS[pair][4], partial_label(recs, base), *[""] * 7, f"{value} ({where})"])
+            continue
+        if recs and base:  # every column on the questions both cells hold
             base, recs = _on_shared(base, recs)
         calls = [(_stage_means(r)[0].get("total") if r else None) for r in (base, recs)]
         secs = [(_stage_means(r)[1].get("retrieval") if r else None) for r in (base, recs)]
@@ -715,8 +776,8 @@ def depth_section(t: ResultTable) -> list[str]:
             f"so a 3-hop MetaQA gold path is never a candidate. Paper: {where}, column {PAPER_COLUMN}: {value} — with "
             "2-hop paths; the paper has no 3-hop run. Both cells use the same retriever (trained on 2-hop candidates); "
             "the deviation enumerates up to 3 relations for the question and its exemplars. Paired over the same "
-            "questions: every column of a row is on the questions both cells hold (n), so a partial deviation cell "
-            "meets the paper-default cell on its own questions; the gain is ≤ 3 minus ≤ 2 (points, bootstrap 95% CI). "
+            "questions: every column of a row is on the questions both cells hold (n); while either cell is still running "
+            "the row reads `partial k/N` instead of its numbers. The gain is ≤ 3 minus ≤ 2 (points, bootstrap 95% CI). "
             "The same without the LLM (gold path "
             "among the candidates and in each retriever's own top 3/5/10, enumeration seconds): "
             "`kgqa bench run fusic_path_depth` → results/bench/fusic_path_depth.md.", "", _md(t)]
@@ -746,9 +807,15 @@ def shots_section(t: ResultTable) -> list[str]:
             "not the fine-tuning: " + ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items()) + ".", "", _md(t)]
 
 
+def _said_gain(recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> str:
+    """:func:`_gain` for a sentence: a cell still running says so instead of a number."""
+    p = partial_label(recs, base)
+    return f"not shown until its cell is complete ({p})" if p else _gain(recs, base)
+
+
 def _hops_gains(rec, config: str, against: str = "fs_dense") -> str:
     """``config`` − ``against`` on MetaQA, per hop, paired (points, bootstrap 95% CI)."""
-    return "; ".join(f"{h}-hop {_gain(rec(p, config), rec(p, against))}" for h, p in enumerate(METAQA, 1))
+    return "; ".join(f"{h}-hop {_said_gain(rec(p, config), rec(p, against))}" for h, p in enumerate(METAQA, 1))
 
 
 def questions_table(rec) -> ResultTable:
@@ -765,7 +832,8 @@ def questions_table(rec) -> ResultTable:
         spec = f"`fusic:{task}:dev" + (f"-{hops}hop`" if hops else "`") if n_dev else "—"
         shots = f"{T.SHOT_POOL}" + (f" + {T.SHOT_RESERVE[tgt]} reserve" if tgt in T.SHOT_RESERVE else "")
         where = T.DEV_FROM[tgt] if n_dev else T.DEV_NONE[tgt]
-        rows.append([label, len({r["qid"] for r in rec(pair, "fs_dense")}), shots, n_dev, spec, where])
+        full = rec(pair, "fs_dense")
+        rows.append([label, partial_label(full) or len({r["qid"] for r in full}), shots, n_dev, spec, where])
     return table("questions", "Which questions: the few shots, the reported part, the dev part",
                  ["pair", "reported questions", "few shots", "dev part", "its dataset",
                   "where the dev part comes from, or why there is none"], rows)
@@ -783,7 +851,9 @@ def questions_section(t: ResultTable) -> list[str]:
             "query that a reported question, a shot or a source question asks. Every MetaQA question here is a MetaQA "
             f"dev question (MetaQA's test set is not used): the reported part is a seeded sample of "
             f"{PAIRS[METAQA[0]][2]} per hop from a seeded sample of {T.METAQA_PER_HOP} MetaQA dev questions per hop, "
-            "outside the pool. GrailQA-Tech's questions are GrailQA dev "
+            "outside the pool, the cells' dataset `fusic:mw-wd>metaqa:test-<N>hop --sample 100` (`test` there names "
+            "the task's reported part; `fusic:mw-wd>metaqa:reported-<N>hop` loads the same questions under the same "
+            "name). GrailQA-Tech's questions are GrailQA dev "
             "questions; the mini-world's, our held-out part of our own data. The MetaQA dev part, like every MetaQA "
             "dev question, was among the questions the linker rework below was measured on; no FuSIC setting was "
             "tried on it.", "", _md(t)]
@@ -792,8 +862,9 @@ def questions_section(t: ResultTable) -> list[str]:
 def choices_section(rec) -> list[str]:
     """The choices made after looking at outcomes on the reported questions (so no FuSIC number here
     is a held-out estimate), each with what the records show of it."""
-    per_hop = "/".join(str(len(rec(p, "fs_dense"))) for p in METAQA)
-    linked = "/".join(str(funnel(rec(p, "fs_dense"))["topic linked"]) for p in METAQA)
+    full = [rec(p, "fs_dense") for p in METAQA]
+    per_hop = "/".join(partial_label(r) or str(len(r)) for r in full)
+    linked = "/".join(partial_label(r) or str(funnel(r)["topic linked"]) for r in full)
     return ["", "## Choices made after looking at outcomes on the reported questions", "",
             "The FuSIC numbers in this report are not held-out estimates: the choices below were made after looking at "
             "outcomes on the same questions the tables report. Some move toward the paper (its exemplars are concise "
@@ -802,8 +873,8 @@ def choices_section(rec) -> list[str]:
             "- GrailQA-Tech exemplars: the 5 exemplars' SPARQL was rewritten from GrailQA's own nested gold query to the "
             "concise form of the paper's exemplars after the GrailQA-Tech runs showed the 1.5B model copying the nested "
             "query. The earlier exemplars are kept as deviation cells (paired, points): FuSIC few-shot with them minus "
-            f"with the concise ones {_gain(rec('gtech', 'fs_dense_dsex'), rec('gtech', 'fs_dense'))}; the naive "
-            f"baseline {_gain(rec('gtech', 'fs_naive_dsex'), rec('gtech', 'fs_naive'))}.",
+            f"with the concise ones {_said_gain(rec('gtech', 'fs_dense_dsex'), rec('gtech', 'fs_dense'))}; the naive "
+            f"baseline {_said_gain(rec('gtech', 'fs_naive_dsex'), rec('gtech', 'fs_naive'))}.",
             "- The entity linker was reworked while measuring how often MetaQA's gold topic entity is among the linked "
             "spans over the whole MetaQA dev file, which holds the reported MetaQA questions, using their gold topic "
             f"annotations. After it the gold topic is linked on {linked} of the {per_hop} reported questions per hop "
@@ -825,18 +896,19 @@ def ablation_gains(records: Records, setting: str = "few-shot") -> list[dict[str
     """The Table 3 analogue as data: per pair (MetaQA's hops, GrailQA-Tech) and ablation, the records of
     FuSIC(T) (``full``: few-shot, or zero-shot with ``setting="zero-shot"``) and of the ablation, ``gain``
     = :func:`paired_gain` of the ablation over full in F1 (mean, low, high, n; None when either cell has
-    no records or they share no question), and the paper's ablation − full (Table 3, W→GI-T, the same
-    setting) as ``paper − full`` (points)."""
+    no records, either is still running — ``partial`` then says which, :func:`partial_label` — or they
+    share no question), and the paper's ablation − full (Table 3, W→GI-T, the same setting) as
+    ``paper − full`` (points)."""
     full_config, ablations, paper_full = T3[setting]
     out = []
     for p in (*METAQA, "gtech"):
-        full = records(cell_name(p, full_config))
+        full = cell_records(records, cell_name(p, full_config))
         more = tuple(d for d in ("fs_dense_sexpr_sqlpaths",) if cell_name(p, d) in _NAMES) if setting == "few-shot" else ()
         for a in ablations + more:
-            recs = records(cell_name(p, a))
-            gain = paired_gain(recs, full, "f1") if recs and full else None
+            recs = cell_records(records, cell_name(p, a))
+            gain = paired_gain(recs, full, "f1") if recs and full and not partial_label(recs, full) else None
             out.append({"pair": p, "ablation": a, "full": full, "records": recs,
-                        "gain": gain if gain and gain[3] else None,
+                        "gain": gain if gain and gain[3] else None, "partial": partial_label(recs, full),
                         "paper − full": float(PAPER[a][1]) - paper_full})
     return out
 
@@ -850,8 +922,8 @@ def ablations_table(records: Records, setting: str = "few-shot") -> ResultTable:
         p, a, full, recs = g["pair"], g["ablation"], g["full"], g["records"]
         where, value = PAPER[a]
         paper, diff = f"{value} ({where})", f"{g['paper − full']:+.1f}"
-        if g["gain"] is None:
-            rows.append([PAIRS[p][4], CONFIGS[a][2], "—", _f1(full), _f1(recs), "—", paper, diff])
+        if g["gain"] is None:  # not run, or still running (a partial cell: its label, no number)
+            rows.append([PAIRS[p][4], CONFIGS[a][2], "—", _f1(full), _f1(recs), g["partial"] or "—", paper, diff])
             continue
         qids = {r["qid"] for r in recs} & {r["qid"] for r in full}
         same = lambda rs: [r for r in rs if r["qid"] in qids]  # noqa: E731
@@ -898,10 +970,11 @@ def gfllm_table(rec) -> ResultTable:
     for p in (*METAQA, "gtech"):
         for setting, (config, full_config) in GFLLM.items():
             gf, full = rec(p, config), rec(p, full_config)
-            if gf and full:  # on the questions both hold (without gf-LLM records: FuSIC(T) on all of its own)
+            shared = bool(gf and full) and not partial_label(gf, full)
+            if shared:  # on the questions both hold (without gf-LLM records, or while one runs: FuSIC(T) on its own)
                 gf, full = _on_shared(gf, full)
             (where, value), (_, full_value) = PAPER[config], PAPER[full_config]
-            rows.append([PAIRS[p][4], setting, len(gf) if gf else "—", _f1(gf), _f1(full), _gain(full, gf),
+            rows.append([PAIRS[p][4], setting, len(gf) if shared else "—", _f1(gf), _f1(full), _gain(full, gf),
                          f"{value} ({where})",
                          f"{float(full_value) - float(value):+.1f} ({PAPER[full_config][0]}: {full_value})"])
     return table("gfllm", "gf-LLM (Table 2's retrieve-then-generate baseline) against FuSIC(T), paired over the same "
@@ -937,14 +1010,14 @@ def langchain_table(records: Records) -> ResultTable:
     rows = []
     for p in METAQA:
         name = cell_name(p, "langchain")
-        recs = records(name)
-        if not recs:
-            rows.append([name, "not run yet", "", "", "", "", "", ""])
+        recs = cell_records(records, name)
+        if not recs or recs.partial:
+            rows.append([cell_label(name), recs.partial or "not run yet", "", "", "", "", "", ""])
             continue
         lc = [summary_of(r).get("langchain") or {} for r in recs]
         outcome = Counter(x.get("status") or "none" for x in lc)
         order = [k for k in (*STATUSES, "none") if outcome.get(k)]
-        rows.append([name, len(recs), _f1(recs), _pct(_mean([r["metrics"]["hits@1"] for r in recs])),
+        rows.append([cell_label(name), len(recs), _f1(recs), _pct(_mean([r["metrics"]["hits@1"] for r in recs])),
                      ", ".join(f"{k} {outcome[k]}" for k in order), sum(bool(x.get("fenced")) for x in lc),
                      sum("foaf" in (x.get("prefixes") or []) for x in lc), sum(bool(x.get("update_keyword")) for x in lc)])
     return table("langchain", "LangChain's GraphSparqlQAChain on MetaQA (a peer): what its queries did",
@@ -969,15 +1042,13 @@ def table2_table(rec) -> ResultTable:
         pair, config = c.name.split(".")
         recs = rec(pair, config)
         where, value = PAPER[config]
-        row = summarize(recs) if recs else None
+        row = summarize(recs) if recs and not partial_label(recs) else None  # a cell still running: no costs yet
         cost = ([f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f}", row["cache_hits"]] if row
                 else ["", "", "", ""])
         against = BASELINE_OF.get(config, "fs_dense")  # like for like: zero-shot KB-BINDER against zero-shot FuSIC
         base = rec(pair, against) if config != against else []
-        gain, on = _gain(recs, base), _on_shared(base, recs)[0]
-        if recs and base and len(on) < len(base):  # a partial cell: its baseline on its questions
-            gain += f"; {against} on these: {100 * _mean([r['metrics']['f1'] for r in on]):.1f}"
-        rows.append([PAIRS[pair][4], CONFIGS[config][2], len(recs), _f1(recs), gain, f"{value} ({where})", *cost])
+        rows.append([PAIRS[pair][4], CONFIGS[config][2], len(recs), _f1(recs), _gain(recs, base), f"{value} ({where})",
+                     *cost])
     return table("table2", "Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, naive FS-ICL",
                  ["pair", "configuration", "n", "F1 [95% CI]",
                   "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)", "paper (W→GI-T)",
@@ -1033,7 +1104,8 @@ def withdrawn_lines(rec) -> list[str]:
     three = depth.get((3, 2)), depth.get((3, 3))
     kept = (f" (gold path among the candidates {three[0]['gold path in candidates']} → "
             f"{three[1]['gold path in candidates']} of {three[0]['n']})" if all(three) else "")
-    secs = [r["seconds"] for p in WITHDRAWN["fs_dense_simex"] for r in rec(p, "fs_dense") if r.get("seconds")]
+    secs = [r["seconds"] for p in WITHDRAWN["fs_dense_simex"] for r in rec(p, "fs_dense")
+            if r.get("seconds") and not partial_label(rec(p, "fs_dense"))]
     cost = (f"; at fs_dense's recorded {_mean(secs):.0f} s a question its "
             f"{sum(PAIRS[p][2] for p in WITHDRAWN['fs_dense_simex'])} questions would take "
             f"≈ {_mean(secs) * sum(PAIRS[p][2] for p in WITHDRAWN['fs_dense_simex']) / 3600:.1f} h of model time, "
@@ -1061,8 +1133,8 @@ def target_table(rec) -> ResultTable:
             if cell_name(p, config) not in _NAMES:
                 rows.append([CONFIGS[config][2], PAIRS[p][4], "", "", "no cell: withdrawn (see Not run, below)", 0])
                 continue
-            if not recs:
-                rows.append([CONFIGS[config][2], PAIRS[p][4], "", "", "not run yet", 0])
+            if not recs or recs.partial:  # a cell still running: its F1 is not the hop's yet
+                rows.append([CONFIGS[config][2], PAIRS[p][4], "", "", recs.partial or "not run yet", len(recs)])
                 continue
             f1 = summarize(recs, ["f1"])["f1"]
             calls = _stage_means(recs)[0].get("total", float("nan"))
@@ -1080,7 +1152,7 @@ def _target_lines(t: ResultTable) -> list[str]:
         if config != last:
             lines.append(f"- {config}:")
             last = config
-        lines.append(f"  - {pair}: {met}" if not n else
+        lines.append(f"  - {pair}: {met}" if f1 == "" else
                      f"  - {pair}: F1 {f1}, {calls} LLM calls/q (re-rank + generation + feedback) — {met} (n={n})")
     return lines
 
@@ -1094,8 +1166,8 @@ def funnel_table(rec) -> ResultTable:
             hops = DEPTH[config][1] if config in DEPTH else 2
             label = ("BM25 alone, " if config == "fs_bm25" else "dense, ") + f"paths ≤ {hops} relations" + (
                 " (the paper's)" if hops == 2 else "")
-            if not recs:
-                rows.append([PAIRS[p][4], label, "not run yet", *[""] * 8])
+            if not recs or recs.partial:
+                rows.append([PAIRS[p][4], label, recs.partial or "not run yet", *[""] * 8])
                 continue
             f, ql = funnel(recs, hops), query_lengths(recs)
             lengths = "not saved" if ql is None else (f"{ql['n']}: {ql['longer']} / {ql['shorter']} / {ql['same']}"
@@ -1109,8 +1181,12 @@ def funnel_table(rec) -> ResultTable:
 
 
 def kbbinder_table(records: Records) -> ResultTable:
-    rows = [[c.name, len(records(c.name)), kbbinder_profile(records(c.name)) or "not run yet"]
-            for c in CELLS if c.name.split(".")[1].startswith("kbbinder")]
+    """KB-BINDER's drafts by outcome per cell (:func:`~kgqa_lib.bench.baselines.kbbinder_profile`)."""
+    rows = []
+    for c in CELLS:
+        if c.name.split(".")[1].startswith("kbbinder"):
+            recs = cell_records(records, c.name)
+            rows.append([cell_label(c.name), len(recs), recs.partial or kbbinder_profile(recs) or "not run yet"])
     return table("kbbinder", "KB-BINDER's drafts by outcome", ["cell", "n", "drafts by outcome"], rows)
 
 
@@ -1119,16 +1195,16 @@ def cost_table(records: Records) -> ResultTable:
     that made no re-rank call."""
     rows = []
     for c in CELLS:
-        recs = records(c.name)
-        calls, secs = _stage_means(recs) if recs else ({}, {})
+        recs = cell_records(records, c.name)
+        calls, secs = _stage_means(recs) if recs and not recs.partial else ({}, {})
         if not calls:
-            rows.append([c.name, "not run yet" if not recs else len(recs), *[""] * 10])
+            rows.append([cell_label(c.name), recs.partial or ("not run yet" if not recs else len(recs)), *[""] * 10])
             continue
         method, sets, _ = CONFIGS[c.name.split(".")[1]]
         reranks = method == "fusic" and not {"rerank=false", "retrievers=none"} & set(sets)
         none = sum(((r.get("stages") or {}).get("calls") or {}).get("rerank") == 0 for r in recs) if reranks else "—"
-        rows.append([c.name, len(recs), *(f"{v:.2f}" for v in calls.values()), *(f"{v:.1f}" for v in secs.values()),
-                     none])
+        rows.append([cell_label(c.name), len(recs), *(f"{v:.2f}" for v in calls.values()),
+                     *(f"{v:.1f}" for v in secs.values()), none])
     return table("cost", "Cost per question by stage",
                  ["cell", "n", "calls: re-rank", "generation", "feedback", "total", "s: retrieval", "re-rank",
                   "exemplars", "generation", "feedback", "no re-rank call"], rows)
@@ -1141,20 +1217,20 @@ def rounds_table(records: Records) -> ResultTable:
     rows = []
     for c in CELLS:
         pair, config = c.name.split(".")
-        recs = records(c.name)
+        recs = cell_records(records, c.name)
         if CONFIGS[config][0] != "fusic" or "egf_rounds=0" in CONFIGS[config][1]:  # (w/o EGF, the naive baseline)
             continue
-        if not recs:
-            rows.append([c.name, "not run yet", *[""] * 7])
+        if not recs or recs.partial:
+            rows.append([cell_label(c.name), recs.partial or "not run yet", *[""] * 7])
             continue
-        noegf = records(cell_name(pair, "fs_dense_noegf")) if config == "fs_dense" else []
+        noegf = cell_records(records, cell_name(pair, "fs_dense_noegf")) if config == "fs_dense" else CellRecords()
         qids = {r["qid"] for r in noegf} & {r["qid"] for r in recs}
         both = [r for r in recs if r["qid"] in qids]
-        check = (f"{_pct(_mean([r['metrics']['f1'] for r in noegf if r['qid'] in qids]))} vs round 0 "
-                 f"{_pct(f1_after_rounds(both)[0])} (n={len(both)})") if both else "—"
+        check = noegf.partial or ((f"{_pct(_mean([r['metrics']['f1'] for r in noegf if r['qid'] in qids]))} vs round 0 "
+                                   f"{_pct(f1_after_rounds(both)[0])} (n={len(both)})") if both else "—")
         same, rounds = feedback_repeats(recs)
         repeats = f"{rounds} ({'not saved' if same is None else same})" if rounds else "0"
-        rows.append([c.name, len(recs), *(_pct(v) for v in f1_after_rounds(recs)), repeats, check])
+        rows.append([cell_label(c.name), len(recs), *(_pct(v) for v in f1_after_rounds(recs)), repeats, check])
     return table("rounds", "F1 after 0..4 feedback rounds (from each record's attempts)",
                  ["cell", "n", "round 0", "1", "2", "3", "4", "feedback rounds (same query as the round before)",
                   "w/o EGF cell (same questions)"], rows)
@@ -1168,12 +1244,13 @@ def table7_table(records: Records) -> ResultTable:
         config = c.name.split(".")[1]
         if CONFIGS[config][0] != "fusic" or config.startswith("fs_naive"):
             continue
-        recs = records(c.name)
-        found = error_rates(recs) if recs else []
+        recs = cell_records(records, c.name)
+        found = error_rates(recs) if recs and not recs.partial else []
         if not found:
-            rows.append([c.name, "not run yet" if not recs else "no gold analysis", *[""] * 5])
-        rows += [[c.name, x["retriever"], x["aspect"], x["n"], fmt(x["top_K"]), fmt(x["before"]), fmt(x["after"])]
-                 for x in found]
+            rows.append([cell_label(c.name), recs.partial or ("not run yet" if not recs else "no gold analysis"),
+                         *[""] * 5])
+        rows += [[cell_label(c.name), x["retriever"], x["aspect"], x["n"], fmt(x["top_K"]), fmt(x["before"]),
+                  fmt(x["after"])] for x in found]
     return table("table7", "Table 7 analogue: retrieval error rate (%) before and after LLM re-ranking",
                  ["cell", "retriever", "aspect", "n", "not in top K", "not in top k (before re-ranking)",
                   "not in LLM top k (after)"], rows)
@@ -1183,7 +1260,7 @@ def result_tables(records: Records) -> dict[str, ResultTable]:
     """Every table of the report, as data (``.frame()`` for a notebook; the report renders the same
     values), by name: questions, table2, deviations, target, funnel, depth, kbbinder, langchain, cost, table3,
     shots, exemplars, table3_zero_shot, gfllm, rounds, table7."""
-    rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
+    rec = lambda p, c: cell_records(records, cell_name(p, c))  # noqa: E731
     out = [questions_table(rec), table2_table(rec), deviations_table(), target_table(rec), funnel_table(rec),
            depth_table(rec), kbbinder_table(records), langchain_table(records), cost_table(records),
            ablations_table(records),
@@ -1193,11 +1270,14 @@ def result_tables(records: Records) -> dict[str, ResultTable]:
 
 
 def report(records: Records) -> str:
-    rec = lambda p, c: records(cell_name(p, c))  # noqa: E731
+    rec = lambda p, c: cell_records(records, cell_name(p, c))  # noqa: E731
     t = result_tables(records)
     lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
              "Answer F1 in points with a bootstrap 95% CI; gains paired over the same questions (bootstrap 95% CI, "
              f"points). The paper's numbers are from its column {PAPER_COLUMN} (W→GI-T), named by table and row. "
+             "A cell still running (it holds some but not all of its planned questions) reads `partial k/N` wherever "
+             "a number computed from it would stand — its F1, gains, costs, counts — until it is complete. Every row "
+             f"on GrailQA-Tech says \"{FRAGMENT}\": its KB is one fragment holding the questions' own gold facts. "
              + DIFFERS_ALL]
     lines += questions_section(t["questions"]) + choices_section(rec) + table1_section()
     lines += ["", f"## {t['table2'].title}", "", _md(t["table2"], tail="  | | |  |"), "",
@@ -1274,7 +1354,7 @@ def report(records: Records) -> str:
 
 TABLE = register(Table(
     name="fusic", title="FuSIC-KBQA: Tables 1, 2, 3, 7 analogues on MetaQA, GrailQA-Tech and the mini-world (local model)",
-    cells=CELLS, report=report, output="fusic.md", strip=strip, records="fusic", metric="f1",
+    cells=CELLS, report=report, output="fusic.md", strip=strip, records="fusic", metric="f1", row_label=cell_label,
     source="FuSIC-KBQA paper, Tables 1, 2, 3, 7, sec. 4.2.2, appendix A.5",
     effects=tuple(Effect(f"few-shot above zero-shot, MetaQA {h}-hop",
                          "FuSIC-KBQA paper, Table 3, FuSIC-KBQA(T): few-shot above zero-shot on 3 of its 4 pairs "
@@ -1384,7 +1464,7 @@ def sub_tables(t: ResultTable, columns: tuple[str, ...] | None = None,
 def only_configs(t: ResultTable, configs: tuple[str, ...]) -> ResultTable:
     """``t`` (a table with a row per cell, the cell's name first: ``metaqa1.fs_dense``) kept to the rows of
     ``configs``, in ``t``'s order: a long per-cell table's main rows."""
-    return table(t.name, t.title, t.columns, [r for r in t.rows if str(r[0]).split(".")[-1] in configs])
+    return table(t.name, t.title, t.columns, [r for r in t.rows if cell_of(r[0]).split(".")[-1] in configs])
 
 
 #: Table 7's main cells: FuSIC(T) few- and zero-shot (the dense retriever) and FuSIC(T,P) few-shot (both)
@@ -1394,8 +1474,9 @@ T7_MAIN = {"fs_dense": "dense", "zs_dense": "dense", "fs_both": "all retrievers"
 def table7_main(t7: ResultTable) -> ResultTable:
     """The main cells of the Table 7 analogue (:data:`T7_MAIN`, all aspects together): the rows of
     ``t7`` — the report's table — for FuSIC(T) and FuSIC(T,P), per pair."""
-    rows = sorted((r for r in t7.rows if r[2] == "all aspects" and T7_MAIN.get(r[0].split(".")[1]) == r[1]),
-                  key=lambda r: (list(PAIRS).index(r[0].split(".")[0]), list(T7_MAIN).index(r[0].split(".")[1])))
+    rows = sorted((r for r in t7.rows if r[2] == "all aspects" and T7_MAIN.get(cell_of(r[0]).split(".")[1]) == r[1]),
+                  key=lambda r: (list(PAIRS).index(cell_of(r[0]).split(".")[0]),
+                                 list(T7_MAIN).index(cell_of(r[0]).split(".")[1])))
     return table("table7_main", "Table 7 analogue, main cells: gold elements (all aspects) not in the top K, the "
                                 "retriever's top k and the LLM's top k (% of questions)", t7.columns, rows)
 
@@ -1407,7 +1488,7 @@ def figure_table7(t7: ResultTable):
     import numpy as np
 
     main = table7_main(t7)
-    labels = [f"{r[0]} ({r[1]}, n={r[3]})" for r in main.rows]
+    labels = [f"{cell_of(r[0])} ({r[1]}, n={r[3]})" for r in main.rows]
     values = np.array([[float(c) if c not in ("—", "") else np.nan for c in r[4:]] for r in main.rows])
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(labels) + 1.6))
     im = ax.imshow(values, cmap="Reds", vmin=0, vmax=100, aspect="auto")
@@ -1447,12 +1528,12 @@ def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_
     import matplotlib.pyplot as plt
 
     stages = ("retrieval", "re-rank", "exemplars", "generation", "feedback")
-    rows = sorted((r for r in cost.rows if r[0].split(".")[1] in configs and r[6] != ""),
-                  key=lambda r: (list(PAIRS).index(r[0].split(".")[0]), configs.index(r[0].split(".")[1])))
-    live = {r[0]: live_seconds(records(r[0])) if records is not None else None for r in rows}
+    rows = sorted((r for r in cost.rows if cell_of(r[0]).split(".")[1] in configs and r[6] != ""),
+                  key=lambda r: (list(PAIRS).index(cell_of(r[0]).split(".")[0]), configs.index(cell_of(r[0]).split(".")[1])))
+    live = {r[0]: live_seconds(records(cell_of(r[0]))) if records is not None else None for r in rows}
     bars = [("paper, A.5 (GPT-4)", [PAPER_STAGE_S["retrieval"], PAPER_STAGE_S["rerank"], 0.0,
                                     PAPER_STAGE_S["generation"], PAPER_STAGE_S["feedback"]], None)]
-    bars += [(f"{r[0]} (n={r[1]}" + (f", {live[r[0]][1]:.0%} of calls cached" if live[r[0]] else "") + ")",
+    bars += [(f"{cell_of(r[0])} (n={r[1]}" + (f", {live[r[0]][1]:.0%} of calls cached" if live[r[0]] else "") + ")",
               [float(x) for x in r[6:11]], live[r[0]][0] if live[r[0]] else None) for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.8))
     left = [0.0] * len(bars)
@@ -1477,8 +1558,9 @@ def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_
 
 
 def _f1_of(records: Records, pair: str, config: str) -> float | None:
-    recs = records(cell_name(pair, config))
-    return 100 * _mean([r["metrics"]["f1"] for r in recs]) if recs else None
+    """A cell's F1 in points; None without records or while it runs (a partial cell's F1 is not shown)."""
+    recs = cell_records(records, cell_name(pair, config))
+    return 100 * _mean([r["metrics"]["f1"] for r in recs]) if recs and not recs.partial else None
 
 
 def _pts(values: list[float | None], sign: bool = False) -> str:
@@ -1486,8 +1568,8 @@ def _pts(values: list[float | None], sign: bool = False) -> str:
 
 
 def _paired(records: Records, pair: str, config: str, against: str) -> tuple[float, float, float, int] | None:
-    a, b = records(cell_name(pair, config)), records(cell_name(pair, against))
-    g = paired_gain(a, b, "f1") if a and b else None
+    a, b = cell_records(records, cell_name(pair, config)), cell_records(records, cell_name(pair, against))
+    g = paired_gain(a, b, "f1") if a and b and not partial_label(a, b) else None
     return g if g and g[3] else None
 
 
@@ -1531,8 +1613,8 @@ def summary_transfer(records: Records) -> str:
              + f"; and a second retriever (BM25 + dense, the paper's (T,P): {PAPER['fs_both'][1]}, above its (T)) "
              f"helps on {', '.join(better) or 'no pair'} but costs points on {', '.join(worse) or 'no pair'} "
              "(paired 95% CIs excluding 0)."]
-    three = records(cell_name("metaqa3", "fs_dense"))
-    if three:
+    three = cell_records(records, cell_name("metaqa3", "fs_dense"))
+    if three and not three.partial:
         f3 = funnel(three)
         parts.append(f"MetaQA 3-hop is lost before the LLM: with the paper's candidate paths of at most 2 relations the "
                      f"gold path is a candidate for {f3['gold path short enough']} of {f3['n']} questions.")
@@ -1590,11 +1672,12 @@ def summary_ablations(records: Records) -> str:
              _reversals(gains, pairs)]
     rep = []
     for p in METAQA:
-        same, n = feedback_repeats(records(cell_name(p, "fs_dense")))
+        full = cell_records(records, cell_name(p, "fs_dense"))
+        same, n = feedback_repeats(full) if not full.partial else (None, 0)
         if n:
             rep.append(f"{'?' if same is None else same} of {n} on {p[-1]}-hop")
-    one = records(cell_name("metaqa1", "fs_dense"))
-    curve = f1_after_rounds(one) if one else None
+    one = cell_records(records, cell_name("metaqa1", "fs_dense"))
+    curve = f1_after_rounds(one) if one and not one.partial else None
     parts.append("Feedback: " + (f"on MetaQA 1-hop F1 goes {_pct(curve[0])} → {_pct(curve[-1])} from round 0 to 4 (the "
                                  f"paper, (T,P): {PAPER_EGF['few-shot'][0]} → {PAPER_EGF['few-shot'][-1]}); "
                                  if curve else "")

@@ -1,8 +1,8 @@
 """FuSIC-KBQA's candidate path depth on MetaQA, without the LLM: a measurement table
 (``kgqa bench run fusic_path_depth``) of the setting ``max_path_hops`` 2 (the paper: TIARA enumerates
 2-hop paths) against 3, on the reported MetaQA questions of the bench table ``fusic``, MetaQA dev
-questions (``fusic:mw-wd>metaqa:test-<N>hop --sample 100 --seed 0``, N = 1, 2, 3: ``test`` is the
-transfer task's reported part, not MetaQA's test set).
+questions (``fusic:mw-wd>metaqa:reported-<N>hop --sample 100 --seed 0``, N = 1, 2, 3; the cells' name for
+the same questions is ``test-<N>hop``: the transfer task's reported part, not MetaQA's test set).
 
 Per hop and depth: the gold topic linked; the gold path among the candidates; in the top 3 / 5 / 10
 of BM25, of the dense retriever of the few-shot cells (MiniLM fine-tuned on the source, then on the
@@ -56,10 +56,10 @@ def measure(opts: SimpleNamespace, previous: dict[str, Any]) -> dict[str, Any]:
     training = {name: [{"examples": t.examples, "steps": t.steps, "seconds": round(t.seconds, 1), "cached": t.cached}
                        for t in getattr(r, "training", [])] for name, r in (("dense few-shot", fs), ("dense zero-shot", zs))}
     retrievers = [bm25, Labelled(fs, "dense few-shot"), Labelled(zs, "dense zero-shot")]
-    out = {"task": TASK, "dataset": "fusic:mw-wd>metaqa:test-<N>hop --sample %d --seed 0" % opts.n,
+    out = {"task": TASK, "dataset": "fusic:mw-wd>metaqa:reported-<N>hop --sample %d --seed 0" % opts.n,
            "setup_seconds": round(time.perf_counter() - started, 1), "training": training, "rows": []}
     for h in opts.hops:
-        qs = list(load_dataset(f"fusic:{TASK}:test-{h}hop", sample=opts.n, seed=0))
+        qs = list(load_dataset(f"fusic:{TASK}:reported-{h}hop", sample=opts.n, seed=0))
         for d in opts.depths:
             ctx = Context(llm=None, embedder=emb, settings={"task": TASK, "max_path_hops": d})
             cpu, npaths, linked, per_q, rows = [], [], 0, [], []
@@ -118,10 +118,14 @@ def report(out: dict[str, Any]) -> str:
     """The measurement as a table (counts of questions out of n)."""
     if not out["rows"]:
         return "no rows\n"
-    lines = [f"# FuSIC-KBQA candidate path depth on MetaQA (no LLM): {out['dataset']}", "",
-             "`kgqa bench run fusic_path_depth`. The questions are FuSIC's reported MetaQA questions, MetaQA dev "
-             "questions (`test` in the dataset name is the transfer task's reported part; MetaQA's test set is not "
-             "used). Counts of questions (of n) whose gold path is among the candidates / "
+    from ..methods.fusic.tasks import REPORTED
+
+    spec = out["dataset"].replace(":test-", f":{REPORTED}-")  # (measured before the alias: the same questions)
+    lines = ["# FuSIC-KBQA candidate path depth on MetaQA dev questions, the reported part (no LLM)", "",
+             f"`kgqa bench run fusic_path_depth`. The questions: `{spec}` — FuSIC's reported MetaQA questions, "
+             "MetaQA dev questions (MetaQA's test set is not used; the benchmark cells name the same part "
+             "`test-<N>hop`, the transfer task's reported part). Counts of questions (of n) whose gold path is among "
+             "the candidates / "
              "in each retriever's own top k; `max_path_hops` 2 = the paper (TIARA's 2-hop enumeration). Retrievers "
              f"trained on 2-hop candidates either way. Training: {json.dumps(out['training'])}. CPU seconds are "
              "process time (time spent waiting for a shared core is not counted). Raw numbers: `fusic_path_depth.json`.",

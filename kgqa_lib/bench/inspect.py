@@ -160,10 +160,11 @@ def method_outputs(r: dict[str, Any]) -> list[tuple[str, Any]]:
             continue
         if key == "diagnostics" and isinstance(value, dict):
             for name, d in value.items():
-                if name == "decomposition" and isinstance(d, dict):
+                if name == "decomposition" and isinstance(d, dict):  # saved records keep flags, never the gold chain
                     rest = {k: v for k, v in d.items() if k not in ("predicted_chain", "gold_chain")}
-                    out.append(("decomposition", f"predicted chain {_chain(d.get('predicted_chain'))}; gold chain "
-                                                 f"{_chain(d.get('gold_chain'))}; " + ", ".join(f"{k} {v}" for k, v in rest.items())))
+                    out.append(("decomposition", f"predicted chain {_chain(d.get('predicted_chain'))}"
+                                + (f"; gold chain {_chain(d['gold_chain'])}" if d.get("gold_chain") else "")
+                                + ("; " if rest else "") + ", ".join(f"{k} {v}" for k, v in rest.items())))
                 else:
                     out.append((f"diagnostics.{name}", d))
         elif key == "tog_search" and isinstance(value, list):

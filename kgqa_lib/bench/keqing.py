@@ -7,23 +7,31 @@ MetaQA dev lines outside the pool the templates and exemplars come from):
 - ``keqing_metaqa`` — decomposition and retrieval only (no reasoning call, no response);
 - ``keqing_full`` — the paper's four stages with the default settings (candidate selection, response).
 
-MetaQA's questions and answers must not enter the repository, so the saved records are *stripped*
-(:func:`strip`, :func:`strip_full`: question id, config hash, metrics, LLM/KG accounting, the
-predicted and gold relation paths, error categories, counts — no question text, no entity names).
+MetaQA's questions, answers and gold annotations must not enter the repository, so the saved records
+are *stripped* (:func:`strip`, :func:`strip_full`: question id, config hash, metrics, LLM/KG accounting,
+the predicted relation path, flags and counts computed against the gold when the record is saved, error
+categories — no question text, no entity names, no gold relation path: :func:`without_gold`;
+:func:`restrip_saved` applies it to records saved before).
 The gold-path ceiling needs the MetaQA KB (``KGQA_DATA_DIR``): it is computed when the data is there
 and kept, numbers only, in ``results/bench/runs/keqing_metaqa/ceiling.json`` (keyed by a hash of the
-question ids), so the report regenerates without the data; :func:`check_ceiling` recomputes it."""
+question ids), so the report regenerates without the data; :func:`check_ceiling` recomputes it. The
+reports' tallies of gold relation paths (the wrong decompositions, the questions the four stages lose)
+are computed the same way from the MetaQA data and kept, tallies only, in ``gold_chains.json`` beside
+(:func:`gold_chain_counts`)."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
+import os
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..evaluate.diagnostics import decomposition_of
 from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
 from ..methods.keqing import KeqingSettings
@@ -36,7 +44,11 @@ HOPS = (1, 2, 3)
 SAMPLE = 200
 KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "engine", "config_hash", "config",
         "diagnostics")
+#: what a saved record keeps of a decomposition check: the chain the method predicted and the flags computed
+#: against the gold when the record was saved — never the gold chain itself
+DECOMPOSITION_KEPT = ("predicted_chain", "chain_correct", "seed_named", "seed_correct", "correct")
 CEILING_FILE = "ceiling.json"
+CHAINS_FILE = "gold_chains.json"  # the reports' tallies of gold relation paths (:func:`gold_chain_counts`)
 REASON_MAX = KeqingSettings().reason_max  # facts one selection call may show (the default every cell runs with)
 
 
@@ -45,16 +57,68 @@ def stage(r: dict[str, Any], name: str) -> Any:
 
 
 def strip(r: dict) -> dict:
-    """A run record without MetaQA content: ids, metrics, costs, relation paths, error categories
-    (the diagnostics hold relation paths and flags only; older records carry the decomposition
-    check as a ``decomposition_check`` trace stage, kept as it is)."""
+    """A run record without MetaQA content: ids, metrics, costs, the predicted relation path, the
+    decomposition check's flags, error categories (:func:`without_gold`: no gold relation path; older
+    records carry the decomposition check as a ``decomposition_check`` trace stage, kept so)."""
     out = {k: r[k] for k in KEEP if k in r}
     check, dec = stage(r, "decomposition_check"), stage(r, "decompose")
     out["trace"] = ([{"name": "decomposition_check", "output": check}] if check else []) + \
                    ([{"name": "decompose", "output": {"error": dec.get("error")}}] if dec else [])
     keep_prediction(out, r)
     out["stripped"] = True
+    return without_gold(out)
+
+
+def without_gold(r: dict[str, Any]) -> dict[str, Any]:
+    """A stripped record with its decomposition checks (the runner's ``diagnostics``, the trace stage of
+    older records) cut to :data:`DECOMPOSITION_KEPT`: the predicted chain and the flags computed against
+    the gold (chain right, seed named, seed right) stay, the gold chain goes; any other diagnostics too.
+    What :func:`strip` saves, and what :func:`restrip_saved` makes of records saved before."""
+    out = dict(r)
+    if "diagnostics" in out:
+        d = (out["diagnostics"] or {}).get("decomposition")
+        out["diagnostics"] = {"decomposition": {k: d[k] for k in DECOMPOSITION_KEPT if k in d}} \
+            if isinstance(d, dict) else {}
+    if out.get("trace"):
+        out["trace"] = [{**s, "output": {k: s["output"][k] for k in DECOMPOSITION_KEPT if k in s["output"]}}
+                        if s.get("name") == "decomposition_check" and isinstance(s.get("output"), dict) else s
+                        for s in out["trace"]]
     return out
+
+
+#: the tables whose saved records :func:`restrip_saved` rewrites (Keqing's: their strip ends in :func:`without_gold`)
+KEQING_TABLES = ("keqing_metaqa", "keqing_full", "keqing_ablations", "keqing_grailqa")
+
+
+def restrip_saved(*names: str) -> dict[str, tuple[int, int]]:
+    """Rewrite the saved records of Keqing's tables (``names``, default :data:`KEQING_TABLES`), every model's
+    folder, as :func:`strip` saves them today: each record through :func:`without_gold`, in the same order and
+    the same bytes' format as :func:`kgqa_lib.evaluate.runner.save_runs` writes (sorted keys, gzip without a
+    timestamp), each file replaced whole. A file none of whose records changes is left untouched. Returns, per
+    file (its path under the runs folder), the records changed and the records in it."""
+    from .core import get_table
+
+    out = {}
+    for name in names or KEQING_TABLES:
+        root = get_table(name).records_root
+        for path in sorted(root.glob("*/*.jsonl.gz")):
+            lines = [ln for ln in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines() if ln.strip()]
+            recs = [json.loads(ln) for ln in lines]
+            new = [without_gold(r) for r in recs]
+            changed = sum(a != b for a, b in zip(recs, new))
+            if changed:
+                _write_records(path, new)
+            out[str(path.relative_to(root.parent))] = (changed, len(recs))
+    return out
+
+
+def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """``path`` replaced whole by ``records`` as :func:`kgqa_lib.evaluate.runner.save_runs` writes them (one
+    JSON line each, sorted keys; gzip with mtime 0, so the bytes are deterministic)."""
+    data = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(gzip.compress(data.encode("utf-8"), mtime=0))
+    os.replace(tmp, path)
 
 
 def _norm(x: str) -> str:
@@ -155,6 +219,46 @@ def check_ceiling(table: Table | None = None) -> list[str]:
     return bad
 
 
+# ---------------------------------------------------------------- the gold relation paths the reports tally
+def gold_chains_of(hops: int) -> dict[str, tuple[str, ...]] | None:
+    """qid → gold relation path of the ``keqing:metaqa:{hops}hop`` questions (needs KGQA_DATA_DIR; None without)."""
+    from ..data.datasets import DatasetNotFound, load_dataset
+    from ..methods import keqing as K
+
+    try:
+        return {q.qid: tuple(K.gold_chain(q)) for q in load_dataset(f"keqing:metaqa:{hops}hop")}
+    except DatasetNotFound:
+        return None
+
+
+def gold_chain_counts(folder: Path | None, name: str, hops: int, items: list[tuple[Any, ...]]) -> Counter | None:
+    """How often each ``(*labels, gold relation path)`` occurs among ``items``, each ``(qid, *labels)`` of a
+    ``keqing:metaqa:{hops}hop`` question, in the order each first occurs: what a report tallies of the gold
+    paths, which the saved records do not hold. Like the ceiling, the tally is kept (tallies only) in
+    ``folder``'s :data:`CHAINS_FILE` under ``name``, keyed by a hash of the items, so the report regenerates
+    without the data; computed from the data when missing or stale (then kept). None when it cannot be:
+    without the data, or a question the data does not hold. ``folder`` None: from the data only, nothing kept."""
+    if not items:
+        return Counter()
+    key = hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+    path = folder / CHAINS_FILE if folder is not None else None
+    stored = read_json(path) if path is not None else {}
+    entry = stored.get(name)
+    if entry and entry.get("items") == key:
+        return Counter({(*row[:-2], tuple(row[-2])): row[-1] for row in entry["counts"]})
+    gold = gold_chains_of(hops)
+    if gold is None or any(it[0] not in gold for it in items):
+        return None
+    counts = Counter((*it[1:], gold[it[0]]) for it in items)
+    if path is not None:
+        stored[name] = {"items": key, "counts": [[*k[:-1], list(k[-1]), n] for k, n in counts.items()]}
+        write_json(path, stored)
+    return counts
+
+
+NEEDS_DATA = "— (needs KGQA_DATA_DIR: the MetaQA gold paths)"
+
+
 # ---------------------------------------------------------------- reports (tables as data, then Markdown)
 def _md(t: ResultTable) -> str:
     """The table as the report prints it: an empty cell is written ``| |``."""
@@ -185,7 +289,7 @@ def metaqa_tables(records: Records) -> dict[str, ResultTable]:
                                  f"{PAPER[h] / 100:.3f}"))
             continue
         row = summarize(recs)
-        checks = [c["correct"] for r in recs if (c := decomposition_of(r))]
+        checks = [_chain_right(c) for r in recs if (c := _decomposition(r))]
         dm, dlo, dhi = bootstrap_ci([float(c) for c in checks])
         unparse = sum(1 for r in recs if (d := stage(r, "decompose")) and d["error"] == "fallback")
         ceil, _ = ceiling(records, h, {r["qid"] for r in recs})
@@ -198,15 +302,19 @@ def metaqa_tables(records: Records) -> dict[str, ResultTable]:
                                         "decomposition and retrieval only", DECOMPOSITION_ONLY_COLUMNS, body)}
 
 
-def wrong_sequences(records: Records) -> list[tuple[int, str, str, int]]:
-    """(hops, predicted, gold, how often) of the decomposition-only run's wrong template sequences, most frequent first."""
-    failures = []
+def wrong_sequences(records: Records) -> list[tuple[int, str, str, int]] | None:
+    """(hops, predicted, gold, how often) of the decomposition-only run's wrong template sequences, most frequent
+    first; the gold paths from :func:`gold_chain_counts` (None when they cannot be had)."""
+    failures: Counter = Counter()
     for h in HOPS:
-        for r in records(f"keqing_metaqa_{h}hop"):
-            c = decomposition_of(r)
-            if c and not c["correct"]:
-                failures.append((h, " / ".join(c["predicted_chain"]) or "(none)", " / ".join(c["gold_chain"])))
-    return [(h, p, g, n) for (h, p, g), n in Counter(failures).most_common(12)]
+        wrong = [(r["qid"], " / ".join(c.get("predicted_chain") or []) or "(none)")
+                 for r in records(f"keqing_metaqa_{h}hop") if (c := _decomposition(r)) and not _chain_right(c)]
+        counts = gold_chain_counts(getattr(records, "folder", None), f"wrong_sequences_{h}hop", h, wrong)
+        if counts is None:
+            return None
+        for (p, g), n in counts.items():
+            failures[(h, p, " / ".join(g))] += n
+    return [(h, p, g, n) for (h, p, g), n in failures.most_common(12)]
 
 
 def report(records: Records) -> str:
@@ -218,7 +326,8 @@ def report(records: Records) -> str:
              "", "s/q is wall time per question on 2 cores; the mean includes stretches where another job shared",
              "the cores (the median is closer to an undisturbed run).", "",
              "Most frequent wrong template sequences (predicted ← gold):", ""]
-    lines += [f"- {h}-hop ×{n}: `{p}` ← `{g}`" for h, p, g, n in wrong_sequences(records)]
+    wrong = wrong_sequences(records)
+    lines += [f"- {h}-hop ×{n}: `{p}` ← `{g}`" for h, p, g, n in wrong] if wrong is not None else [f"- {NEEDS_DATA}"]
     return "\n".join(lines) + "\n"
 
 
@@ -232,6 +341,12 @@ def _decomposition(r: dict[str, Any]) -> dict[str, Any] | None:
     ``decomposition_check`` stage older records carry (chain only, no seed)."""
     d = (r.get("diagnostics") or {}).get("decomposition")
     return d if d is not None else stage(r, "decomposition_check")
+
+
+def _chain_right(d: dict[str, Any]) -> bool:
+    """The chain part of a decomposition check (the paper's decomposition accuracy): ``chain_correct`` of the
+    runner's diagnostics, ``correct`` of the older trace stage (which checked the chain only)."""
+    return bool(d.get("chain_correct", d.get("correct")))
 
 
 FOUR_STAGES_COLUMNS = ("hops", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "paper", "gold-path ceiling", "decomposition only",
@@ -314,7 +429,7 @@ def full_tables(records: Records) -> dict[str, ResultTable]:
     rows, four = _full_rows(records)
     dec_only = Records(get_table("keqing_metaqa"))
     out = [four, selection_table(rows), bound_table(rows), target_table(rows, records),
-           disagreements_table(rows, dec_only), cost_table(rows)]
+           disagreements_table(rows, dec_only, records.folder), cost_table(rows)]
     return {t.name: t for t in out}
 
 
@@ -406,7 +521,7 @@ def lost_cause(full: dict[str, Any], base: dict[str, Any]) -> str:
 
 def disagreement_counts(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> dict[int, dict[str, Any]]:
     """Per hop: paired questions, lost and won against decomposition only, the causes of the losses
-    (:func:`lost_cause`) and the gold chains of the lost questions (Counters)."""
+    (:func:`lost_cause`, a Counter) and the ids of the lost questions, in order (``lost_qids``)."""
     out = {}
     for h, recs in rows.items():
         base = {r["qid"]: r for r in dec_only(f"keqing_metaqa_{h}hop")}
@@ -414,15 +529,21 @@ def disagreement_counts(rows: dict[int, list[dict[str, Any]]], dec_only: Records
         lost = [(f, b) for f, b in pairs if b["metrics"]["hits@1"] == 1.0 and f["metrics"]["hits@1"] != 1.0]
         out[h] = {"paired": len(pairs), "lost": len(lost),
                   "won": sum(1 for f, b in pairs if f["metrics"]["hits@1"] == 1.0 and b["metrics"]["hits@1"] != 1.0),
-                  "causes": Counter(lost_cause(f, b) for f, b in lost),
-                  "chains": Counter(_chain(f, "gold_chain") for f, _ in lost)}
+                  "causes": Counter(lost_cause(f, b) for f, b in lost), "lost_qids": [f["qid"] for f, _ in lost]}
     return out
 
 
-def disagreements_table(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> ResultTable:
+def disagreements_table(rows: dict[int, list[dict[str, Any]]], dec_only: Records, folder: Path) -> ResultTable:
+    """The disagreements per hop (:func:`disagreement_counts`), with the gold relation paths of the lost
+    questions tallied by :func:`gold_chain_counts` (kept in ``folder``)."""
     fmt = lambda c: "; ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"  # noqa: E731
-    body = [[h, d["paired"], d["lost"], d["won"], fmt(d["causes"]), fmt(d["chains"])]
-            for h, d in disagreement_counts(rows, dec_only).items()]
+    body = []
+    for h, d in disagreement_counts(rows, dec_only).items():
+        counts = gold_chain_counts(folder, f"lost_{h}hop", h, [(q,) for q in d["lost_qids"]])
+        chains: Counter = Counter()
+        for (chain,), n in (counts or {}).items():
+            chains[", ".join(chain) or "—"] += n
+        body.append([h, d["paired"], d["lost"], d["won"], fmt(d["causes"]), NEEDS_DATA if counts is None else fmt(chains)])
     return table("disagreements", "Where the four stages and decomposition only disagree",
                  ["hops", "paired n", "lost", "won", "causes of the losses", "gold chains of the losses"], body)
 
@@ -436,10 +557,10 @@ def _disagreement_lines(t: ResultTable) -> list[str]:
             "walked backwards).", "", *_md(t).splitlines()]
 
 
-def _disagreements(rows: dict[int, list[dict[str, Any]]], dec_only: Records) -> list[str]:
+def _disagreements(rows: dict[int, list[dict[str, Any]]], dec_only: Records, folder: Path) -> list[str]:
     """Per hop: the questions the four stages and decomposition only disagree on, the cause of each
     loss (:func:`lost_cause`) and the gold relation chains of the losses (the report's lines)."""
-    return _disagreement_lines(disagreements_table(rows, dec_only))
+    return _disagreement_lines(disagreements_table(rows, dec_only, folder))
 
 
 def _cells(prefix: str, args: tuple[str, ...]) -> tuple[Cell, ...]:
@@ -451,7 +572,7 @@ TABLE = register(Table(
     name="keqing_metaqa", title="Keqing on MetaQA dev, decomposition and retrieval only (local model)",
     cells=_cells("keqing_metaqa", ("--set", "reasoning=group", "--set", "respond=False")),
     report=report, output="keqing_metaqa.md", strip=strip, records="keqing_metaqa",
-    source="Keqing paper, Table 2 (MetaQA Hits@1)", extra_files=(CEILING_FILE,),
+    source="Keqing paper, Table 2 (MetaQA Hits@1)", extra_files=(CEILING_FILE, CHAINS_FILE),
     provenance="made by an earlier version of the code with `--set respond=False` (the default reasoning was then `group`, "
                "which is `--set reasoning=group` today; the two together are the named setting "
                "`decomposition_only=true`); their config hash is that version's",
@@ -460,7 +581,7 @@ TABLE = register(Table(
 TABLE_FULL = register(Table(
     name="keqing_full", title="Keqing on MetaQA dev, the paper's four stages (local model)",
     cells=_cells("keqing_full", ()), report=report_full, output="keqing_full.md", strip=strip_full,
-    records="keqing_full", source="Keqing paper, Table 2 (MetaQA Hits@1)", extra_files=(CEILING_FILE,),
+    records="keqing_full", source="Keqing paper, Table 2 (MetaQA Hits@1)", extra_files=(CEILING_FILE, CHAINS_FILE),
     effects=KEQING_OVER_KBBINDER,
 ))
 

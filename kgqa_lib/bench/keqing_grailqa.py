@@ -8,15 +8,19 @@ only in where a question's topic entities come from: ``keqing_grailqa`` links th
 (``topics=linked``, the default: GrailQA gives no topics at test time) and ``keqing_grailqa_oracle`` reads
 them off the gold s-expression (``topics=oracle``, an oracle, reported beside it and labelled so). The oracle
 cell's records were made before the setting existed, when the oracle was Keqing's only behaviour on GrailQA
-(:data:`PROVENANCE`). The third, ``keqing_grailqa_dense``, is the default with the paper's dense supplement
-(sec. 3.2, ``dense_supplement``), reported beside the default on the same questions.
+(:data:`PROVENANCE`); neither cell's records name ``topics`` in their settings, so the two share a config hash:
+the report says which topics each cell used from the cells' commands (:func:`cell_topics`) and the records.
+The third, ``keqing_grailqa_dense``, is the default with the paper's dense supplement (sec. 3.2,
+``dense_supplement``), reported beside the default on the same questions. Every cell runs on the fragment of
+the questions' own gold facts, and the report says so (:data:`kgqa_lib.bench.overview.FRAGMENT`).
 
-GrailQA's questions and answers must not enter the repository, so the saved records are stripped
-(:func:`strip`): :func:`kgqa_lib.bench.keqing.strip_full`'s fields, plus per question its GrailQA level,
-chain length, whether the template bank covers every hop of its gold chain, the decomposition check
-(chain and seed), the gold-chain ceiling (the gold chain executed as Keqing executes chains) and, for
-linked topics, how many of the gold graph query's entities were linked — computed when the record is
-saved, with the data there; no text, no entity names."""
+GrailQA's questions, answers and gold annotations must not enter the repository, so the saved records are
+stripped (:func:`strip`): :func:`kgqa_lib.bench.keqing.strip_full`'s fields (no gold relation path), plus per
+question its GrailQA level, chain length, whether the template bank covers every hop of its gold chain, the
+decomposition check's flags (chain right, seed right), the gold-chain ceiling's scores (Hits@1 and F1 of the
+gold chain executed as Keqing executes chains) and, for linked topics, how many of the gold graph query's
+entities were linked — flags and numbers computed when the record is saved, with the data there; no text, no
+entity names, no gold chain, s-expression or topic."""
 
 from __future__ import annotations
 
@@ -36,8 +40,10 @@ DENSE = "keqing_grailqa_dense"  # the default with the dense supplement (sec. 3.
 PROVENANCE = ("the records of `keqing_grailqa_oracle` were saved by an earlier version of the code (in two parts: "
               "43 questions, then all 200) as `keqing_grailqa`, by its command without `--set topics=oracle`: the "
               "setting did not exist yet and the gold s-expression's topic was Keqing's only behaviour on GrailQA (what "
-              "`topics=oracle` reproduces); their settings hold no `topics`, their config hash (e73c8dd60329) is of "
-              "that version")
+              "`topics=oracle` reproduces). Their settings hold no `topics`, and neither do those of the "
+              "`keqing_grailqa` records (topics linked, the default, which a record's settings do not name): the two "
+              "cells' records carry the same settings and the same config hash, which therefore do not tell them "
+              "apart — the cell does")
 LEVELS = ("i.i.d.", "compositional", "zero-shot")
 # Keqing paper, appendix C (GrailQA dev), as (EM, F1) in percent. Table 5: column "Overall";
 # Table 6: columns "IID", "Compositional", "Zero-shot".
@@ -232,7 +238,9 @@ def settings_table(recs: dict[str, list[dict[str, Any]]]) -> ResultTable:
         body.append([LABELS[name], f"`{name}`", len(rs), _rate([r["metrics"]["hits@1"] for r in rs]),
                      _rate([r["metrics"]["f1"] for r in rs]), _linking(rs) if name != ORACLE else "—", gain,
                      *_papers("all")])
-    return table("settings", "The settings (GrailQA dev on the gold-fact fragment)",
+    from .overview import FRAGMENT
+
+    return table("settings", f"The settings (GrailQA dev, {FRAGMENT})",
                  ["topics", "cell", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "chain topic linked",
                   "paired difference in Hits@1", *(f"paper {m}: F1 (EM)" for m in PAPER)], body)
 
@@ -256,13 +264,57 @@ def frames() -> dict[str, Any]:
     return to_frames(list(result_tables(complete_records(TABLE)).values()))
 
 
+def cell_topics(cell: Cell) -> str:
+    """Where a cell's topic entities come from, from its command: its ``--set topics=…``, else Keqing's default."""
+    from ..methods.keqing import KeqingSettings
+
+    given = [a.split("=", 1)[1] for i, a in enumerate(cell.args) if i and cell.args[i - 1] == "--set"
+             and a.startswith("topics=")]
+    return given[-1] if given else KeqingSettings().topics
+
+
+def topics_lines(recs: dict[str, list[dict[str, Any]]], cells: dict[str, Cell]) -> list[str]:
+    """Which topics each cell's records were made with: the cell's setting (:func:`cell_topics`), and per cell
+    with records their settings, config hashes and how many hold the counts of topics linked from the text;
+    where two cells' records share a config hash, that the hash does not tell them apart."""
+    import json
+
+    from ..methods.keqing import KeqingSettings
+
+    default = KeqingSettings().topics
+    what = {"linked": "topics linked from the question text", "oracle": "ORACLE topics, read off the gold s-expression"}
+    lines, hashes = [], {}
+    for name in (LINKED, ORACLE, DENSE):
+        t = cell_topics(cells[name])
+        head = f"- `{name}`: {what.get(t, t)} (`topics={t}`{', the default' if t == default else ''})"
+        rs = recs[name]
+        if not rs:
+            lines.append(head + "; not run yet.")
+            continue
+        hashes[name] = sorted({str(r.get("config_hash")) for r in rs})
+        settings = sorted({json.dumps((r.get("config") or {}).get("settings") or {}, sort_keys=True) for r in rs})
+        linked = sum(1 for r in rs if "topics" in _g(r))
+        lines.append(head + f"; its {len(rs)} records: settings {', '.join(f'`{x}`' for x in settings)}, config hash "
+                     f"{', '.join(f'`{x}`' for x in hashes[name])}; {linked} of them hold the counts of topics linked "
+                     "from the question text.")
+    shared = [(a, b, sorted(set(hashes[a]) & set(hashes[b]))) for i, a in enumerate(hashes) for b in list(hashes)[i + 1:]]
+    for a, b, common in shared:
+        if common:
+            lines += ["", f"`{a}` and `{b}` records share the config hash {', '.join(f'`{x}`' for x in common)}: the "
+                         "hash covers the method, the dataset, the model, the seed, the prompt files and the settings "
+                         "a command gives, not the code, and a setting left at its default is not among them — so it "
+                         "does not tell these cells apart; the cell does."]
+    return lines
+
+
 def report(records: Records) -> str:
     from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
+    from .overview import FRAGMENT
 
     cells = {c.name: c for c in TABLE.cells}
     recs = {name: records(name) for name in cells}
     models = sorted({str(r.get("model_id")) for rs in recs.values() for r in rs})
-    lines = ["# Keqing on GrailQA dev, the shared Freebase fragment (local model)", "",
+    lines = [f"# Keqing on GrailQA dev ({FRAGMENT}; local model)", "",
              "Three cells on the same questions: the first two differ only in where a question's topic entities come "
              "from, the third is the default with the paper's dense supplement:", "",
              f"- `{LINKED}` — **{LABELS[LINKED]}**: `{cells[LINKED].command()}`",
@@ -284,7 +336,8 @@ def report(records: Records) -> str:
              "default) links them from the question text alone with FuSIC's entity linker (exact label/alias matches "
              "of question spans, longest first; the longest mention is the one masked). `topics=oracle` reads them "
              "off the gold s-expression (the chain's entity and its verbatim mention): an **oracle**, shown for "
-             f"comparison, never a GrailQA result. Provenance: {PROVENANCE}.", "",
+             "comparison, never a GrailQA result. Which topics each cell's records were made with:", "",
+             *topics_lines(recs, cells), "", f"Provenance: {PROVENANCE}.", "",
              "Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
              f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets, "
              "as fractions. The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is "
@@ -300,13 +353,13 @@ def report(records: Records) -> str:
              f"{DENSE_N} triples around a sub-question's seeds, ranked by sentence-embedding similarity with it "
              "(all-MiniLM-L6-v2 standing for DPR) and reaching entities the chains did not, join the chains' candidates "
              "within the room the selection bound leaves; the paper names no number (ours was fixed before any run).", "",
-             "## The settings", "",
+             f"## The settings (GrailQA dev, {FRAGMENT})", "",
              "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities. "
              "`paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% CI — linked − "
              "oracle, and the supplement − the linked default.", "",
              _md(settings_table(recs))]
     for name in (LINKED, ORACLE, DENSE):
-        lines += ["", f"## {TITLES[name]}", "", f"`{name}`.", ""] + _details(recs[name], cells[name])
+        lines += ["", f"## {TITLES[name]} — GrailQA dev, {FRAGMENT}", "", f"`{name}`.", ""] + _details(recs[name], cells[name])
         if name == DENSE and recs[name]:
             lines += ["", f"The supplement: {supplement_stats(recs[name])}."]
     return "\n".join(lines) + "\n"

@@ -10,8 +10,12 @@ result: its value, CI and costs are empty and its status reads ``not run`` or ``
   end-to-end runs (the paper's 0.7, marked as the clean test row, and the one chosen on the dev questions,
   marked as not held out: :func:`~kgqa_lib.evaluate.pgakv_analysis.choice_note`), Think-on-Graph;
   the full-set records of ``pgakv_t2``/``pgakv_test`` restricted to the test questions.
+- PG&AKV on the MetaQA KB (``pgakv_metaqa``): the same methods on MetaQA dev (our reported part) per hop, the
+  threshold chosen on a dev part no table reports (:func:`pgakv_metaqa_rows`).
 - Keqing on MetaQA dev (our reported part) per hop: decomposition only (``keqing_metaqa``), the four
-  stages (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``); Keqing on
+  stages (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``): KB-BINDER's Hits@1
+  without a paper value and its exact set beside the paper's KB-BINDER value, which is exact-set accuracy
+  (:data:`KBBINDER_NOTE`); what ToG's rows measure in :func:`tog_metaqa_note`. Keqing on
   GrailQA dev over the gold-fact fragment (``keqing_grailqa``: topics linked, the oracle, the dense
   supplement; per GrailQA level for the linked default), answer F1 beside the paper's appendix C.
 - FuSIC-KBQA: the cells of the ``fusic`` table when that table is registered, its ablations left out
@@ -20,7 +24,8 @@ result: its value, CI and costs are empty and its status reads ``not run`` or ``
 The paper numbers are the tables' own constants (:mod:`.keqing`, :mod:`.keqing_grailqa`, :mod:`.baselines`,
 :mod:`..evaluate.pgakv_analysis`). Nothing here calls an LLM; only :func:`write_compare_all` writes files
 (``results/tables/compare_all.{md,csv}``). The per-paper tables (:func:`paper_tables`), the cost table,
-the status lines and the summary are what notebook 90 shows."""
+the status lines and the summary are what notebook 90 shows; :func:`table_notes` are the notes printed under a
+per-paper table (notebooks 31 and 90, ``compare_all.md``)."""
 
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ import textwrap
 from typing import Any
 
 from ..evaluate import pgakv_analysis as pa
-from ..evaluate.report import summarize
+from ..evaluate.report import format_gain, paired_gain, summarize
 from . import baselines as B
 from . import keqing as K
 from . import keqing_grailqa as G
@@ -42,7 +47,7 @@ from .result_table import ResultTable, table
 
 COLUMNS = ("paper", "set", "method", "metric", "value", "ci_low", "ci_high", "n", "planned", "status",
            "calls/q", "tokens/q", "s/q", "paper value", "paper source", "table", "cell")
-METRIC_NAMES = {"hits@1": "Hits@1", "rouge_l": "ROUGE-L", "f1": "F1"}
+METRIC_NAMES = {"hits@1": "Hits@1", "rouge_l": "ROUGE-L", "f1": "F1", "exact_match": "exact set"}
 
 
 def status(n: int, planned: int) -> str:
@@ -139,21 +144,107 @@ def _pgakv_paper(s: str, run: str, name: str) -> tuple[float | None, str]:
 
 
 # ---------------------------------------------------------------- Keqing on MetaQA
+#: Why KB-BINDER's paper value sits beside our exact set, not our Hits@1 (under the per-paper tables)
+KBBINDER_NOTE = ("KB-BINDER beside the Keqing paper: its Table 2 row KB-BINDER came from KB-BINDER's own MetaQA "
+                 "scripts, which score exact-set accuracy (the predicted answer set equals the gold set), though the "
+                 "table is headed Hits@1. So the paper's KB-BINDER value sits beside our exact set (`exact_match`, "
+                 "the same records), and our KB-BINDER Hits@1 row has no paper value.")
+KBBINDER_HITS_SOURCE = "no paper value in Hits@1: the paper's KB-BINDER value is exact-set accuracy (the exact-set row)"
+
+
 def keqing_rows() -> list[dict[str, Any]]:
+    """Keqing's Table 2 on MetaQA dev (our reported part), per hop: decomposition only, the four stages,
+    KB-BINDER (Hits@1 without a paper value, then its exact set beside the paper's KB-BINDER value:
+    :data:`KBBINDER_NOTE`) and Think-on-Graph (no paper value; :func:`tog_metaqa_note`)."""
     dec, full, base = (Records(get_table(t.name)) for t in (K.TABLE, K.TABLE_FULL, B.TABLE_METAQA))
     keqing_source = "Keqing paper, Table 2, row Keqing-LLaMA (Ours), column MetaQA {h}-hop (Hits@1)"
+    kbbinder_source = ("Keqing paper, Table 2, row KB-BINDER, column MetaQA {h}-hop (exact-set accuracy, from "
+                       "KB-BINDER's own scripts)")
     out = []
     for h in K.HOPS:
         qset = f"MetaQA dev (our reported part), {h}-hop"
-        for label, records, name, value, source in (
-                ("Keqing, decomposition only", dec, f"keqing_metaqa_{h}hop", K.PAPER[h], keqing_source),
-                ("Keqing, four stages", full, f"keqing_full_{h}hop", K.PAPER[h], keqing_source),
-                ("KB-BINDER", base, f"kbbinder_metaqa_{h}hop", B.PAPER_KBBINDER_METAQA[h],
-                 "Keqing paper, Table 2, row KB-BINDER, column MetaQA {h}-hop (Hits@1)"),
-                ("Think-on-Graph", base, f"tog_metaqa_{h}hop", None, "")):
+        for label, records, name, metric, value, source in (
+                ("Keqing, decomposition only", dec, f"keqing_metaqa_{h}hop", "hits@1", K.PAPER[h], keqing_source),
+                ("Keqing, four stages", full, f"keqing_full_{h}hop", "hits@1", K.PAPER[h], keqing_source),
+                ("KB-BINDER", base, f"kbbinder_metaqa_{h}hop", "hits@1", None, KBBINDER_HITS_SOURCE),
+                ("KB-BINDER", base, f"kbbinder_metaqa_{h}hop", "exact_match", B.PAPER_KBBINDER_METAQA[h],
+                 kbbinder_source),
+                ("Think-on-Graph", base, f"tog_metaqa_{h}hop", "hits@1", None, "")):
             recs, planned = _cell(records, name)
-            out.append(row("Keqing", qset, label, "hits@1", recs, planned, value, source.format(h=h),
+            out.append(row("Keqing", qset, label, metric, recs, planned, value, source.format(h=h),
                            records.table.name, name))
+    return out
+
+
+def tog_metaqa_note(records: Records | None = None) -> str:
+    """What Think-on-Graph's MetaQA rows measure, in one paragraph from the saved ``baselines_metaqa`` records
+    (its report says it at length): on 2- and 3-hop questions the judge (the local model) stops the search at
+    depth 1, before a path can reach the answer (:func:`~.baselines.tog_early_stops`), so Keqing − ToG there
+    measures the judge, not ToG's search; the entity-scoring prompt was rewritten after failing on reported
+    questions; and the depth floor (a deviation: the judge not asked before depth k), paired against ToG as
+    published — or how far its cells are. Empty without ToG records."""
+    records = records or Records(B.TABLE_METAQA)
+    tog = {h: records(f"tog_metaqa_{h}hop") for h in B.HOPS}
+    if not any(tog.values()):
+        return ""
+    parts = []
+    stops = [(h, B.tog_early_stops(tog[h], h)) for h in B.HOPS[1:] if tog[h]]
+    if stops:
+        parts.append("on " + " and ".join(f"{e['depth 1']} of {e['n']} {h}-hop questions" for h, e in stops)
+                     + " ToG's judge (the local model) stops the search at depth 1, before a path can reach the "
+                     "answer, so Keqing − ToG there measures that judge stopping early, not ToG's search")
+    recs = [r for rs in tog.values() for r in rs]
+    hashes = {((r.get("config") or {}).get("prompts") or {}).get("tog_entities") for r in recs}
+    parts.append("ToG's entity-scoring prompt was rewritten after its first wording failed on reported MetaQA "
+                 "questions (the model rated every candidate entity 0, so the beam emptied) — a choice made on the "
+                 "reported questions, in ToG's favour"
+                 + (f"; all {len(recs)} ToG records hold the rewritten prompt's hash" if len(hashes) == 1 and
+                    None not in hashes else ""))
+    floor = []
+    for h in B.FLOOR_HOPS:
+        name = f"tog_floor_metaqa_{h}hop"
+        fl, planned = records(name), B.TABLE_METAQA.cell(name).planned
+        n = len({r["qid"] for r in fl})
+        if n >= planned and tog[h]:
+            g = paired_gain(fl, tog[h], "hits@1")
+            floor.append(f"{h}-hop {format_gain(g)} Hits@1 points (paired, n={g[3]})")
+        else:
+            floor.append(f"{h}-hop {status(n, planned)}")
+    parts.append("ToG with a depth floor (the judge not asked before depth k on k-hop questions, a deviation from "
+                 "ToG) minus ToG as published: " + ", ".join(floor))
+    return ("Think-on-Graph on MetaQA: " + "; ".join(parts)
+            + ". Details: `results/bench/baselines_metaqa.md`.")
+
+
+# ---------------------------------------------------------------- PG&AKV on the MetaQA KB
+def pgakv_metaqa_rows() -> list[dict[str, Any]]:
+    """PG&AKV's methods on the MetaQA KB (``pgakv_metaqa``), MetaQA dev (our reported part) per hop, Hits@1:
+    IO, CoT, SC, QSM, PG&AKV at the paper's 0.7 and at the threshold chosen on a dev part no table reports
+    (held out), and the pseudo-graph alone; beside the paper's GPT-3.5 values (Table 2: 1-hop for its
+    SimpleQuestions column, 2/3-hop for QALD-10; Table 4's Pseudo-Graph row, QALD-10 only)."""
+    from . import pgakv_metaqa as PM
+
+    records = Records(PM.TABLE)
+    cells = {c.name: c.planned for c in PM.TABLE.cells}
+    runs = [*PM.KG_FREE, "qsm", "pgakv", *(["pgakv_chosen"] if f"pgakv_chosen_{PM.HOPS[0]}hop" in cells else []),
+            "pgakv_pg"]
+    labels = {**{m: pa.ROWS[m] for m in (*PM.KG_FREE, "qsm", "pgakv", "pgakv_pg")},
+              "pgakv_chosen": f"PG&AKV (threshold {PM.CHOSEN}, chosen on a dev part no table reports)"}
+    paper_rows = {"io": "IO", "cot": "CoT", "sc": "SC", "qsm": "QSM", "pgakv": "Ours", "pgakv_chosen": "Ours"}
+    out = []
+    for h in PM.HOPS:
+        col = 0 if h == 1 else 1
+        column = ("SimpleQuestions", "QALD-10")[col]
+        for m in runs:
+            if m == "pgakv_pg":
+                value = PM.PAPER_TABLE4_QALD[1] if col else None
+                source = f"PG&AKV paper, Table 4, GPT-3.5, row Pseudo-Graph, column {column} (Hit@1)" if col else ""
+            else:
+                value = PM.PAPER_TABLE2[m.replace("_chosen", "")][col]
+                source = f"PG&AKV paper, Table 2, GPT-3.5, row {paper_rows[m]}, column {column} (Hit@1)"
+            name = f"{m}_{h}hop"
+            out.append(row("PG&AKV", f"MetaQA dev (our reported part), {h}-hop", labels[m], "hits@1",
+                           records(name), cells[name], value, source, PM.TABLE.name, name))
     return out
 
 
@@ -220,7 +311,8 @@ def overview():
     """The headline results as a pandas DataFrame (columns :data:`COLUMNS`), from the saved records."""
     import pandas as pd
 
-    return pd.DataFrame(pgakv_rows() + keqing_rows() + grailqa_rows() + fusic_rows(), columns=list(COLUMNS))
+    return pd.DataFrame(pgakv_rows() + pgakv_metaqa_rows() + keqing_rows() + grailqa_rows() + fusic_rows(),
+                        columns=list(COLUMNS))
 
 
 def cell_text(r) -> str:
@@ -231,7 +323,10 @@ def cell_text(r) -> str:
 def plot(ax, rows, title: str = "") -> None:
     """Ours against the paper on one axis: per question set a bar per method (95% CI as error bars),
     the paper's value as a black tick over the method's place; a cell that is no result is no bar
-    but its status written upright (``not run``, ``partial n/planned``)."""
+    but its status written upright (``not run``, ``partial n/planned``). A method with rows in two metrics
+    (KB-BINDER's Hits@1 and exact set) is a bar per metric, named ``method, metric``."""
+    several = rows.groupby("method")["metric"].nunique()
+    rows = rows.assign(method=[f"{m}, {x}" if several[m] > 1 else m for m, x in zip(rows["method"], rows["metric"])])
     sets, methods = list(dict.fromkeys(rows["set"])), list(dict.fromkeys(rows["method"]))
     width = 0.8 / len(methods)
     colors = [f"C{j % 10}" for j in range(len(methods))]
@@ -329,9 +424,13 @@ def short_set(name: str) -> str:
 def paper_tables(ov) -> list[ResultTable]:
     """The overview as one table per paper and metric: a row per method, a column per question set (ours,
     ``mean [lo, hi]`` in points, or the cell's status), then the paper's values — one ``paper`` column when
-    the paper gives each method one value for every set, else a ``paper: <set>`` column per set."""
+    the paper gives each method one value for every set, else a ``paper: <set>`` column per set. A paper's
+    MetaQA sets and its other sets are two tables (PG&AKV on the mini-world and on the MetaQA KB); the
+    MetaQA one is then named ``<paper> <metric> on MetaQA``."""
     out = []
-    for (paper, metric), rows in ov.groupby(["paper", "metric"], sort=False):
+    metaqa = ov["set"].str.startswith("MetaQA").rename("on MetaQA")
+    both = {k for k, n in ov.assign(m=metaqa).groupby(["paper", "metric"])["m"].nunique().items() if n > 1}
+    for (paper, metric, on_metaqa), rows in ov.groupby([ov["paper"], ov["metric"], metaqa], sort=False):
         sets, methods = list(dict.fromkeys(rows["set"])), list(dict.fromkeys(rows["method"]))
         cell = {(r["set"], r["method"]): r for _, r in rows.iterrows()}
         values = {m: {s: cell[s, m]["paper value"] for s in sets if (s, m) in cell} for m in methods}
@@ -349,10 +448,12 @@ def paper_tables(ov) -> list[ResultTable]:
         labels = [x[cut:] for x in labels] if cut and all(len(x) > cut for x in labels) else labels
         where = f" on {common[:cut - 2]}" if labels[0] != short_set(sets[0]) else ""
         paper_labels = [paper_column(rows[rows["set"] == s]["paper source"], x) for s, x in zip(sets, labels)]
+        paper_labels = [f"{p} for {x}" if paper_labels.count(p) > 1 else p for p, x in zip(paper_labels, labels)]
         columns = ["method", *labels, *(["paper"] if one else [f"paper: {x}" for x in paper_labels])]
         title = f"{paper}, {metric} in points{where} (ours [95% CI]; the paper's value beside)" + (
             f"; GrailQA: {FRAGMENT}" if any(FRAGMENT in s for s in sets) else "")
-        out.append(table(f"{paper} {metric}", title, columns, body))
+        name = f"{paper} {metric}" + (" on MetaQA" if on_metaqa and (paper, metric) in both else "")
+        out.append(table(name, title, columns, body))
     return out
 
 
@@ -367,10 +468,29 @@ def paper_column(sources, ours: str) -> str:
     return ours if ours.split(" (")[0] in theirs else theirs  # "1-hop" for "MetaQA 1-hop": the title names MetaQA
 
 
+def table_notes(t: ResultTable) -> list[str]:
+    """The notes printed under a per-paper table (:func:`paper_tables`): under Keqing's MetaQA Hits@1 table,
+    where KB-BINDER's paper value went and what Think-on-Graph's rows measure (:func:`tog_metaqa_note`);
+    under its exact-set table, :data:`KBBINDER_NOTE`."""
+    labels = {r[0] for r in t.rows}
+    if t.name == "Keqing Hits@1":
+        out = []
+        if "KB-BINDER" in labels:
+            out.append("KB-BINDER's paper value is exact-set accuracy: it sits beside our exact set in Keqing's "
+                       "exact-set table.")
+        if "Think-on-Graph" in labels:
+            out.append(tog_metaqa_note())
+        return [x for x in out if x]
+    if t.name == "Keqing exact set" and "KB-BINDER" in labels:
+        return [KBBINDER_NOTE]
+    return []
+
+
 def cost_table(ov) -> ResultTable:
     """Per paper and method, over its complete cells: cells, questions, LLM calls, tokens and seconds per
-    question (what a live run takes), and the hours those answers took."""
-    done = ov[ov["status"] == "complete"]
+    question (what a live run takes), and the hours those answers took. A cell counts once: its first row
+    (a second metric of the same records, or a part of them — GrailQA's levels — adds no cost)."""
+    done = ov[ov["status"] == "complete"].drop_duplicates(["table", "cell"])
     body = []
     for (paper, method), rows in done.groupby(["paper", "method"], sort=False):
         q = int(rows["n"].sum())
@@ -423,7 +543,8 @@ def summary(ov) -> str:
     out = [f"{int((ov['status'] == 'complete').sum())} of the {len(ov)} headline rows hold their planned questions; "
            "each is ours with the local model beside the paper's own number (other models, other question sets: a "
            "direction, not a replication)."]
-    pg = ov[(ov["paper"] == "PG&AKV") & (ov["metric"] == "Hits@1") & (ov["status"] == "complete")]
+    pg = ov[(ov["paper"] == "PG&AKV") & (ov["metric"] == "Hits@1") & (ov["status"] == "complete")
+            & ov["set"].str.startswith("mini-world")]
     qsm, ours = pg[pg["method"] == "QSM"], pg[pg["method"].str.startswith("PG&AKV (threshold 0.7")]
     if len(qsm) and len(qsm) == len(ours):
         sets = " / ".join(s.removeprefix("mini-world ").removesuffix(" (test)") for s in qsm["set"])
@@ -574,6 +695,7 @@ def write_compare_all(ov, folder) -> list[Any]:
              format_table(headline[HEADLINE_COLUMNS], digits=1), "", "## Per paper", ""]
     for t in paper_tables(ov):
         parts += [f"### {t.title}", "", t.markdown(), ""]
+        parts += [x for note in table_notes(t) for x in (note, "")]
     cost = cost_table(ov)
     parts += ["## Cost per method", "", cost.markdown(), ""]
     parts += models_parts()

@@ -117,12 +117,46 @@ def dev_scores(records: Records) -> dict[float, dict[str, Any]]:
     return out
 
 
+def _ranked(scores: dict[float, dict[str, Any]]) -> list[float]:
+    """:data:`GRID` best first under the rule: pooled dev Hits@1, ties to the value nearest the paper's 0.7."""
+    return sorted(GRID, key=lambda t: (round(scores[t]["pooled"], 9), -abs(t - PAPER_THRESHOLD)), reverse=True)
+
+
 def choose(scores: dict[float, dict[str, Any]]) -> float | None:
     """The rule, fixed with the grid: the threshold with the highest pooled dev Hits@1; ties go to the
     one nearest the paper's 0.7. None until every dev cell has its :data:`DEV` questions per hop."""
     if any(s["n"] < DEV * len(HOPS) for s in scores.values()):
         return None
-    return max(GRID, key=lambda t: (round(scores[t]["pooled"], 9), -abs(t - PAPER_THRESHOLD)))
+    return _ranked(scores)[0]
+
+
+def dev_margin(records: Records) -> dict[str, Any] | None:
+    """How far the rule's choice is ahead of the runner-up on the pooled dev questions: both thresholds,
+    the questions each gets right of ``n``, the margin in questions and the paired gain (chosen − runner-up,
+    Hits@1, bootstrap 95% CI). ``weak`` when that interval reaches 0: dev does not tell the two apart.
+    None until the rule chooses."""
+    scores = dev_scores(records)
+    if choose(scores) is None:
+        return None
+    chosen, runner = _ranked(scores)[:2]
+    recs = {t: [r for h in HOPS for r in records(f"dev_thr{_thr(t)}_{h}hop")] for t in (chosen, runner)}
+    right = {t: round(sum(r["metrics"]["hits@1"] for r in rs)) for t, rs in recs.items()}
+    gain = paired_gain(recs[chosen], recs[runner], "hits@1")
+    return {"chosen": chosen, "runner-up": runner, "right": (right[chosen], right[runner]), "n": scores[chosen]["n"],
+            "margin": right[chosen] - right[runner], "gain": gain, "weak": gain[1] <= 0}
+
+
+def dev_margin_text(records: Records | None = None) -> str:
+    """:func:`dev_margin` in a sentence (the report's, and notebook 11's); "" until the rule chooses."""
+    m = dev_margin(records or Records(TABLE))
+    if m is None:
+        return ""
+    (a, b), g = m["right"], m["gain"]
+    return (f"On the {m['n']} pooled dev questions {m['chosen']} answers {a} right and the runner-up, {m['runner-up']}, "
+            f"{b}: {m['margin']} question{'' if m['margin'] == 1 else 's'} apart, a paired difference of "
+            f"{format_gain(g)} Hits@1 points (95% CI, n={g[3]}). "
+            + ("The interval reaches 0, so the choice is weak: dev does not tell the two thresholds apart."
+               if m["weak"] else "The interval lies above 0: dev tells the two thresholds apart."))
 
 
 # ---------------------------------------------------------------- report
@@ -303,6 +337,25 @@ def funnel_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
                   "Cypher errors", "non-LLM s/q"], body)
 
 
+def funnel_gf_note(rows: dict[str, dict[int, Run]]) -> str:
+    """Why the funnel can hold a gold answer in G_f more often than in G_g, counted from the records: the
+    verifier rewrites the pseudo-graph G_p against G_g (keeps, deletes, replaces, adds triples), so a G_p
+    triple it keeps — the model's own fact, which the pruned KG graph may lack — stays in G_f. "" when no
+    question has gold in G_f and not in G_g."""
+    counts = {}
+    for h in HOPS:
+        gold = [r["funnel"]["gold"] for r in rows["pgakv"][h].done if (r.get("funnel") or {}).get("gold")]
+        extra = [g for g in gold if g.get("G_f") and not g.get("G_g")]
+        counts[h] = (len(extra), sum(1 for g in extra if g.get("G_p")))
+    if not any(n for n, _ in counts.values()):
+        return ""
+    return ("A gold answer can be in G_f and not in G_g because verification rewrites the pseudo-graph G_p against "
+            "G_g (keeping, deleting, replacing and adding triples): a G_p triple the verifier keeps — the model's own "
+            "fact, which the pruned KG graph may lack — stays in G_f; questions with a gold answer in G_f but not in "
+            "G_g: " + ", ".join(f"{h}-hop {n} ({p} of them with it already in G_p)" for h, (n, p) in counts.items())
+            + ".")
+
+
 def gains_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
     body = [[f"{ROWS[a]} − {ROWS[b]}", *(_gain(rows, a, b, h) for h in HOPS)]
             for a, b in (("pgakv", "qsm"), ("pgakv", "cot"), ("pgakv", "io"), ("pgakv_pg", "cot"),
@@ -320,7 +373,9 @@ def summary(records: Records) -> str:
              "`results/bench/pgakv_metaqa.md`)")
     done = {h: [m for m in ours if rows[m][h].complete] for h in HOPS}
     if any(done.values()):
-        said = (f"complete so far (Hits@1, points, {REPORTED} questions each): " + "; ".join(
+        every = all(rows[m][h].complete for h in HOPS for m in ours)
+        said = (("every cell complete" if every else "the complete cells")
+                + f" (Hits@1, points, {REPORTED} questions each): " + "; ".join(
             f"{h}-hop " + ", ".join(f"{SHORT[m]} {ci_cell(rows[m][h].done, 'hits@1', with_n=False)}" for m in ms)
             for h, ms in done.items() if ms))
     else:
@@ -352,7 +407,10 @@ def result_tables(records: Records) -> dict[str, ResultTable]:
 
 def report(records: Records) -> str:
     t = result_tables(records)
+    rows = _rows(records)
     rule = choose(dev_scores(records))
+    margin = dev_margin_text(records)
+    gf = funnel_gf_note(rows)
     lines = ["# PG&AKV on a real knowledge graph: the MetaQA KB", "",
              "MetaQA dev, our reported part: the same 100 questions per hop as KB-BINDER's and Think-on-Graph's "
              "cells (`baselines_metaqa`), answered over the MetaQA KB (WikiMovies, every triple searchable: "
@@ -369,14 +427,14 @@ def report(records: Records) -> str:
              t["dev"].markdown(), "",
              (f"The rule gives {rule}." if rule is not None else
               "The rule gives nothing yet: not every dev cell is complete.")
-             + ("" if CHOSEN is None else f" The reported runs use {CHOSEN}."),
+             + ("" if CHOSEN is None else f" The reported runs use {CHOSEN}.") + (f" {margin}" if margin else ""),
              "", "## Results (MetaQA dev, our reported part)", "", t["results"].markdown(), "",
              "## Which of the paper's claims hold on the real KG", "", t["claims"].markdown(), "",
              f"Table 4's QALD-10 steps in the paper (CoT → Pseudo-Graph → Ours, GPT-3.5): "
              f"{' → '.join(str(x) for x in PAPER_TABLE4_QALD)}.", "",
              "## The mini-world beside the real KG", "", MINI_WORLD_NOTE, "", t["mini_world"].markdown(), "",
              "## Where the gold answer is lost (PG&AKV, threshold 0.7)", "", FUNNEL_NOTE, "",
-             t["funnel"].markdown(), "", "## Paired gains", "", t["gains"].markdown()]
+             t["funnel"].markdown(), "", *([gf, ""] if gf else []), "## Paired gains", "", t["gains"].markdown()]
     return "\n".join(lines) + "\n"
 
 

@@ -448,14 +448,15 @@ MINIWORLD_DEV_FRACTION = {"simple": 0.3, "multihop": 0.3, "open": 0.0}
 
 
 def load_miniworld(part: str = "simple", split: str | None = None) -> Dataset:
-    """Our mini-world question sets: ``simple``, ``multihop``, ``open``, ``templated``
-    (``data/miniworld/questions/``; asked against ``miniworld`` = the Wikidata-like schema).
+    """Our mini-world question sets: ``simple``, ``multihop``, ``open``, ``templated``, ``spare``
+    (``data/miniworld/questions/``; asked against ``miniworld`` = the Wikidata-like schema; ``spare``: geography
+    and technology questions no other set asks, never reported — FuSIC's dev part of cinema → geography).
     ``split``: ``dev`` or ``test`` of ``simple``/``multihop``/``open`` (:data:`MINIWORLD_DEV_FRACTION`;
     the open set has no dev questions)."""
     path = data_dir() / "miniworld" / "questions" / f"{part}.jsonl"
     if not path.exists():
         raise DatasetNotFound(f"{path} not found: run `python scripts/build_miniworld.py` (sets: simple, "
-                              "multihop, open, templated)")
+                              "multihop, open, templated, spare)")
     ds = load_jsonl(path, name=f"miniworld:{part}", kg="miniworld")
     if split is None:
         return ds

@@ -155,18 +155,21 @@ def pruning_sweep(records: list[dict[str, Any]], thresholds=(0.0, 0.3, 0.4, 0.5,
 # ---------------------------------------------------------------------------------------------
 def committed_records(part: str, run: str) -> list[dict[str, Any]]:
     """The saved copy of a benchmark run of the default model,
-    ``results/bench/runs/pgakv_t2/<model>/t2_<part>.<run>.jsonl.gz``."""
-    return _committed(part, run)
+    ``results/bench/runs/pgakv_t2/<model>/t2_<part>.<run>.jsonl.gz`` (read once per results folder)."""
+    from ..paths import results_dir
+
+    return _committed(str(results_dir()), part, run)
 
 
 @lru_cache(maxsize=None)
-def _committed(part: str, run: str) -> list[dict[str, Any]]:
-    from ..paths import results_dir
+def _committed(root: str, part: str, run: str) -> list[dict[str, Any]]:
+    from pathlib import Path
+
     from .runner import read_records
 
     from ..llm.chat import llm_model_id, model_slug
 
-    folder = results_dir() / "bench" / "runs" / "pgakv_t2" / model_slug(llm_model_id("local"))
+    folder = Path(root) / "bench" / "runs" / "pgakv_t2" / model_slug(llm_model_id("local"))
     return read_records(folder / f"t2_{part}.{run}.jsonl.gz")
 
 

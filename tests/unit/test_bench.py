@@ -340,10 +340,9 @@ def test_printed_commands_are_shell_quoted():
 
 def test_keqing_report_reads_the_diagnostics_of_new_records_like_the_trace_stage_of_old_ones(tmp_path):
     """The decomposition check left the method (issue 19 §4): a record now carries it under
-    ``diagnostics``; the stripped copy keeps it, and the report counts it as it counted the old
-    ``decomposition_check`` stage."""
+    ``diagnostics``; the stripped copy keeps its predicted path and flags (not the gold path), and the
+    report counts it as it counted the old ``decomposition_check`` stage."""
     from kgqa_lib.bench import keqing as BK
-    from kgqa_lib.evaluate.diagnostics import decomposition_of
 
     base = {"qid": "q", "kind": "factoid", "metrics": {"hits@1": 1.0}, "error": None, "seconds": 1.0,
             "llm": {"calls": 1}, "question": "which films did [Someone] direct", "prediction": ["A Film"]}
@@ -355,17 +354,19 @@ def test_keqing_report_reads_the_diagnostics_of_new_records_like_the_trace_stage
                                              "chain_correct": False, "seed_named": True, "seed_correct": True,
                                              "correct": False}}}
     s_old, s_new = BK.strip(old), BK.strip(new)
-    assert "question" not in s_new and s_new["diagnostics"] == new["diagnostics"]
-    assert decomposition_of(s_old) == decomposition_of(s_new) == {"predicted_chain": ["^directed_by"],
-                                                                 "gold_chain": ["directed_by"], "correct": False}
+    assert "question" not in s_new and s_new["diagnostics"] == {"decomposition": {
+        "predicted_chain": ["^directed_by"], "chain_correct": False, "seed_named": True, "seed_correct": True,
+        "correct": False}}
+    assert s_old["trace"][0]["output"] == {"predicted_chain": ["^directed_by"], "correct": False}
+    assert BK._chain_right(BK._decomposition(s_old)) is BK._chain_right(BK._decomposition(s_new)) is False
 
 
-def test_keqing_report_names_why_the_four_stages_lose_a_question():
+def test_keqing_report_names_why_the_four_stages_lose_a_question(tmp_path, monkeypatch):
     """keqing_full's disagreement section: a question right with decomposition only and wrong with the
-    four stages is attributed from the stripped records (decomposition, earlier selection, last selection)."""
-    def rec(qid, hit, pred=("r1",), gold=("r1",), sel=None):
-        return {"qid": qid, "metrics": {"hits@1": hit},
-                "diagnostics": {"decomposition": {"gold_chain": list(gold), "predicted_chain": list(pred)}},
+    four stages is attributed from the stripped records (decomposition, earlier selection, last selection);
+    the gold paths of the losses come from the data (here a stand-in), kept as a tally beside the records."""
+    def rec(qid, hit, pred=("r1",), sel=None):
+        return {"qid": qid, "metrics": {"hits@1": hit}, "diagnostics": {"decomposition": {"predicted_chain": list(pred)}},
                 "selection": sel or {}}
 
     base = [rec(f"q{i}", 1.0) for i in range(5)] + [rec("q5", 0.0)]
@@ -380,8 +381,13 @@ def test_keqing_report_names_why_the_four_stages_lose_a_question():
         def __call__(self, name):
             return base if name == "keqing_metaqa_2hop" else []
 
-    [row] = [line for line in bench_keqing._disagreements({2: full}, Dec()) if line.startswith("| 2 ")]
-    assert row.startswith("| 2 | 6 | 4 | 1 |") and "r1 4" in row
+    monkeypatch.setattr(bench_keqing, "gold_chains_of", lambda hops: {f"q{i}": ("r1",) for i in range(6)})
+    [row] = [line for line in bench_keqing._disagreements({2: full}, Dec(), tmp_path) if line.startswith("| 2 ")]
+    assert row.startswith("| 2 | 6 | 4 | 1 |") and row.endswith("| r1 4 |")
+    monkeypatch.setattr(bench_keqing, "gold_chains_of", lambda hops: None)  # without the data: the kept tally
+    assert [line for line in bench_keqing._disagreements({2: full}, Dec(), tmp_path) if line.startswith("| 2 ")] == [row]
+    [row] = [line for line in bench_keqing._disagreements({2: full[:3]}, Dec(), tmp_path) if line.startswith("| 2 ")]
+    assert row.endswith(f"| {bench_keqing.NEEDS_DATA} |")
 
 
 def test_keqing_parts_cells_and_their_rows_beside_the_default():

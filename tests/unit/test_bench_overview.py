@@ -51,8 +51,10 @@ def test_complete_partial_and_missing_cells(results, monkeypatch):
     assert two["status"] == f"partial 50/{planned}"
     assert all(math.isnan(two[c]) for c in ("value", "ci_low", "ci_high", "calls/q", "tokens/q", "s/q"))
 
-    for cell in ("keqing_full_3hop", "keqing_metaqa_1hop", "kbbinder_metaqa_1hop", "t2_simple.pgakv", "tog_multihop"):
-        assert df.loc[cell, "status"] == "not run" and math.isnan(df.loc[cell, "value"]), cell
+    for cell in ("keqing_full_3hop", "keqing_metaqa_1hop", "kbbinder_metaqa_1hop", "t2_simple.pgakv", "tog_multihop",
+                 "pgakv_1hop"):  # KB-BINDER's cell is two rows: Hits@1 and exact set
+        rows = df.loc[[cell]]
+        assert (rows["status"] == "not run").all() and rows["value"].isna().all(), cell
     assert (df["paper"] != "FuSIC-KBQA").all()
     # a pruning setting tried on dev only (no test cell on any set) is no row of the overview
     from kgqa_lib.evaluate import pgakv_analysis as pa
@@ -144,3 +146,92 @@ def test_lora_settings_are_notebook_33s_defaults():
     assert (st["hops"], st["n_questions"], st["seed"], st["n_exemplars"], st["llm"]) == \
         (ns["HOPS"], ns["N_QUESTIONS"], ns["SEED"], ns["N_EXEMPLARS"], ns["LLM"])
     assert st["recipe"] == {"rank": ns["RANK"], "lr": ns["LR"], "steps": ns["STEPS"], "seed": ns["SEED"]}
+
+
+# ---------------------------------------------------------------- KB-BINDER's metric, ToG's note, PG&AKV on MetaQA
+def _kb(qid: str, hit: float, exact: float) -> dict:
+    r = _record(qid, hit)
+    r["metrics"]["exact_match"] = exact
+    return r
+
+
+def test_kbbinder_paper_value_sits_beside_our_exact_set_not_our_hits(results, monkeypatch, tmp_path):
+    """Keqing's Table 2 row KB-BINDER is exact-set accuracy from KB-BINDER's own scripts: the overview puts it
+    beside our exact set; our Hits@1 row carries no paper value."""
+    from kgqa_lib.bench import baselines as B
+
+    monkeypatch.delitem(core.TABLES, "fusic", raising=False)
+    base = B.TABLE_METAQA
+    for h in B.HOPS:
+        n = base.cell(f"kbbinder_metaqa_{h}hop").planned
+        _save(base, f"kbbinder_metaqa_{h}hop", [_kb(f"k{h}-{i}", 1.0, float(i % 2)) for i in range(n)])
+    rows = [r for r in overview.keqing_rows() if r["method"] == "KB-BINDER"]
+    assert len(rows) == 2 * len(B.HOPS)
+    for h in B.HOPS:
+        hits, exact = (next(r for r in rows if r["cell"] == f"kbbinder_metaqa_{h}hop" and r["metric"] == m)
+                       for m in ("Hits@1", "exact set"))
+        assert hits["value"] == pytest.approx(100.0) and math.isnan(hits["paper value"])
+        assert exact["value"] == pytest.approx(50.0) and exact["paper value"] == B.PAPER_KBBINDER_METAQA[h]
+        assert "exact-set accuracy" in exact["paper source"] and f"column MetaQA {h}-hop" in exact["paper source"]
+    ov = overview.overview()
+    by = {t.name: t for t in overview.paper_tables(ov)}
+    hits_t, exact_t = by["Keqing Hits@1"].frame(), by["Keqing exact set"].frame()
+    assert hits_t.loc["KB-BINDER", "paper: 1-hop"] == "—"  # no paper value beside our Hits@1
+    assert exact_t.loc["KB-BINDER", "1-hop"].startswith("50.0 [")
+    assert [exact_t.loc["KB-BINDER", f"paper: {h}-hop"] for h in B.HOPS] == [
+        f"{B.PAPER_KBBINDER_METAQA[h]:.1f}" for h in B.HOPS]
+    assert overview.KBBINDER_NOTE in overview.table_notes(by["Keqing exact set"])
+    cost = overview.cost_table(ov).frame().reset_index()
+    kb = cost[(cost["paper"] == "Keqing") & (cost["method"] == "KB-BINDER")].iloc[0]
+    assert kb["cells"] == len(B.HOPS)  # two rows per cell, one cost
+    md, _ = overview.write_compare_all(ov, tmp_path / "tables")
+    assert overview.KBBINDER_NOTE in md.read_text(encoding="utf-8")
+
+
+def _tog(qid: str, hit: float, depth: int, prompt: str = "e817") -> dict:
+    r = _record(qid, hit)
+    r["summary"] = {"tog": {"stopped": "judged_sufficient", "depth_reached": depth}}
+    r["config"] = {"prompts": {"tog_entities": prompt}}
+    return r
+
+
+def test_the_tog_note_counts_early_stops_and_says_how_far_the_depth_floor_is(results, monkeypatch, tmp_path):
+    from kgqa_lib.bench import baselines as B
+
+    monkeypatch.delitem(core.TABLES, "fusic", raising=False)
+    base = B.TABLE_METAQA
+    assert overview.tog_metaqa_note() == ""  # no ToG records: nothing to say
+    n = base.cell("tog_metaqa_2hop").planned
+    _save(base, "tog_metaqa_2hop", [_tog(f"t{i}", 0.0, 1 if i < 60 else 2) for i in range(n)])
+    _save(base, "tog_floor_metaqa_2hop", [_tog(f"t{i}", 1.0, 2) for i in range(10)])
+    note = overview.tog_metaqa_note()
+    assert f"on 60 of {n} 2-hop questions ToG's judge" in note and "not ToG's search" in note
+    assert "rewritten after its first wording failed on reported MetaQA questions" in note
+    assert f"all {n} ToG records hold the rewritten prompt's hash" in note
+    assert f"2-hop partial 10/{n}" in note and "3-hop not run" in note  # a partial cell gives no number
+    _save(base, "tog_floor_metaqa_2hop", [_tog(f"t{i}", 1.0, 2) for i in range(n)])
+    assert f"2-hop +100.0 [+100.0, +100.0] Hits@1 points (paired, n={n})" in overview.tog_metaqa_note()
+    ov = overview.overview()
+    keqing = next(t for t in overview.paper_tables(ov) if t.name == "Keqing Hits@1")
+    assert overview.tog_metaqa_note() in overview.table_notes(keqing)
+    md, _ = overview.write_compare_all(ov, tmp_path / "tables")
+    assert overview.tog_metaqa_note() in md.read_text(encoding="utf-8")
+
+
+def test_pgakv_on_the_metaqa_kb_is_its_own_table_beside_the_papers_columns(results, monkeypatch):
+    from kgqa_lib.bench import pgakv_metaqa as PM
+
+    monkeypatch.delitem(core.TABLES, "fusic", raising=False)
+    _save(PM.TABLE, "pgakv_1hop", [_record(f"p{i}", float(i < 25)) for i in range(PM.REPORTED)])
+    rows = {(r["cell"]): r for r in overview.pgakv_metaqa_rows()}
+    one, two = rows["pgakv_1hop"], rows["pgakv_2hop"]
+    assert one["value"] == pytest.approx(25.0) and one["paper value"] == PM.PAPER_TABLE2["pgakv"][0]
+    assert "column SimpleQuestions" in one["paper source"]
+    assert two["status"] == "not run" and two["paper value"] == PM.PAPER_TABLE2["pgakv"][1]
+    assert math.isnan(rows["pgakv_pg_1hop"]["paper value"]) and rows["pgakv_pg_2hop"]["paper value"] == PM.PAPER_TABLE4_QALD[1]
+    by = {t.name: t for t in overview.paper_tables(overview.overview())}
+    assert "PG&AKV Hits@1" in by and "PG&AKV Hits@1 on MetaQA" in by
+    t = by["PG&AKV Hits@1 on MetaQA"]
+    assert list(t.columns[1:4]) == ["1-hop", "2-hop", "3-hop"] and "on MetaQA dev (our reported part)" in t.title
+    assert list(t.columns[4:]) == ["paper: SimpleQuestions", "paper: QALD-10 for 2-hop", "paper: QALD-10 for 3-hop"]
+    assert not any(s.startswith("MetaQA") for s in by["PG&AKV Hits@1"].columns)

@@ -1,5 +1,5 @@
 """FuSIC transfer pairs: no test question reaches the few-shot pool, the exemplar pools or the
-retrievers' training, on every pair (issue 20, acceptance). The questions each consumer reads are
+retrievers' training, on every pair. The questions each consumer reads are
 recorded where it reads them (``prepared_domain`` for retriever training and FuSIC's exemplars,
 ``exemplars_from`` for KB-BINDER's), so the test follows the code, not a description of it. The pairs
 on external benchmarks skip without KGQA_DATA_DIR. Also: the MetaQA target's per-hop datasets and the
@@ -179,8 +179,34 @@ def test_dev_part_is_disjoint_from_the_reported_questions_and_the_shots(name):
         assert [q.qid for q in load_dataset(f"fusic:{name}:dev-2hop")] == [q.qid for q in dev if q.metadata["hops"] == 2]
 
 
+def test_cinema_to_geography_has_a_dev_part_from_the_spare_set():
+    """cinema → geography's dev part (``fusic:cinema-fb>geo-wd:dev``) is the mini-world's spare geography and
+    technology questions (scripts/build_miniworld.py, a seed of its own): on the target's topics, none a pool or
+    reported question or a source question by id, text or gold query (on either schema), all from the spare set;
+    geography → cinema's stays the templated set's."""
+    from kgqa_lib.data.datasets import load_dataset
+
+    name = "cinema-fb>geo-wd"
+    task, dev = F.get_task(name), F.dev_questions(name)
+    assert len(dev) >= 50 and F.dev_size(name) == len(dev)
+    assert all(q.qid.startswith("mw-spare-") and q.metadata["topic_keys"][0].startswith(("g_", "t_")) for q in dev)
+    spare = {q.qid for q in load_dataset("miniworld:spare")}
+    assert {q.qid for q in dev} <= spare
+    others = [*task.pool, *task.test, *task.source.questions]
+    assert not {q.qid for q in dev} & {q.qid for q in others}
+    assert not set(map(_key, dev)) & set(map(_key, others)) and not {k[1] for k in map(_key, dev)} & {
+        k[1] for k in map(_key, others)}
+    for schema in ("sparql_wikidata", "sparql_freebase", "form"):  # the same question asked again: same gold query
+        assert not {q.gold_query[schema] for q in dev} & {q.gold_query[schema] for q in [*task.pool, *task.test]}, schema
+    every = [q for s in ("simple", "multihop", "templated", "open") for q in load_dataset(f"miniworld:{s}")]
+    assert not {q.gold_query.get("form") for q in load_dataset("miniworld:spare")} & {
+        q.gold_query.get("form") for q in every if q.gold_query.get("form")}  # no other set asks a spare form
+    assert "miniworld:spare" in F.DEV_FROM["mw-geo"] and "mw-geo" not in F.DEV_NONE
+    assert {q.qid.split("-")[1] for q in F.dev_questions("geo-wd>cinema-fb")} == {"templated"}
+
+
 def test_metaqa_reserve_adds_shots_outside_the_sampled_questions(data_dir_or_skip):
-    """shots 25/100 (Table 3, issue 20): MetaQA's pool of 10, then 90 more dev questions outside the
+    """shots 25/100 (Table 3): MetaQA's pool of 10, then 90 more dev questions outside the
     domain's sampled set (by id and text, so outside the test questions), dealt over the hops, each
     with a gold form; the exemplars stay the 5-shot cell's (static); more shots than held is an error."""
     task = F.get_task("mw-wd>metaqa")

@@ -23,7 +23,7 @@ def _rec(qid: str, hit: float, *, chain_ok: bool = True, gold_in: int = 1, calls
          "prediction": ["x"] if hit else [], "error": None,
          "llm": {"calls": calls, "prompt_tokens": 700, "completion_tokens": 100, "recorded_seconds": 4.0,
                  "seconds": 4.0, "cache_hits": 0},
-         "diagnostics": {"decomposition": {"predicted_chain": ["r"], "gold_chain": ["r"], "chain_correct": chain_ok,
+         "diagnostics": {"decomposition": {"predicted_chain": ["r"], "chain_correct": chain_ok,
                                            "seed_correct": True, "correct": chain_ok}},
          "selection": {"n_gold": 1, "gold_in_candidates": gold_in, "gold_selected": int(hit), "n_candidates": cands,
                        "candidates_listed": cands, "n_selected": 1},
@@ -43,9 +43,10 @@ def _save(table: core.Table, cell: str, records: list[dict]) -> None:
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
-    """An empty results folder, and no gold-path ceiling computed from the KB (no data needed)."""
+    """An empty results folder, and no gold-path ceiling or gold paths read from the data (no data needed)."""
     monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path))
     monkeypatch.setattr(K, "compute_ceiling", lambda hops, qids: (float("nan"), 0))
+    monkeypatch.setattr(K, "gold_chains_of", lambda hops: None)
     return tmp_path
 
 

@@ -2,8 +2,8 @@
 Markdown): MetaQA dev questions are never called "test"; ToG's prompt rewrite on reported MetaQA
 questions, what its early stops mean and KB-BINDER's exact set beside the paper's row are disclosed;
 the PG&AKV threshold chosen on dev is labelled as not held out and the paper's 0.7 as the clean test
-row; every row on GrailQA's fragment says that its KB is the questions' own gold facts; and no report
-speaks of the project's issues, stops or commits."""
+row; every row on GrailQA's fragment (the FuSIC report's per-cell tables and model rows included) says that
+its KB is the questions' own gold facts; and no report speaks of the project's issues, stops or commits."""
 
 from __future__ import annotations
 
@@ -131,7 +131,8 @@ def test_the_pgakv_threshold_chosen_on_dev_is_labelled_not_held_out_and_0_7_is_t
     rows = [r for r in _rows(test) if r[0].startswith("PG&AKV (threshold")]
     assert any(_NOT_HELD_OUT in r[0] for r in rows) and any("clean test row" in r[0] for r in rows)
     overview = _rows(COMPARE_ALL.read_text(encoding="utf-8").split("## Headline results")[1].split("\n## ")[0])
-    pgakv = [r for r in overview if r[0] == "PG&AKV" and r[2].startswith("PG&AKV (threshold")]
+    pgakv = [r for r in overview if r[0] == "PG&AKV" and r[2].startswith("PG&AKV (threshold")
+             and r[1].startswith("mini-world")]  # (on MetaQA the threshold was chosen on a dev part: held out)
     assert pgakv and all(_NOT_HELD_OUT in r[2] for r in pgakv if "threshold 0.5" in r[2])
     assert all("the clean test row" in r[2] for r in pgakv if "threshold 0.7" in r[2])
     for name in ("pgakv_test.md", "tog_miniworld.md", COMPARE_ALL.name):  # no label says "chosen on dev" alone
@@ -140,9 +141,39 @@ def test_the_pgakv_threshold_chosen_on_dev_is_labelled_not_held_out_and_0_7_is_t
         assert labels and all("not held out" in line.lower() for line in labels), name
 
 
+def fragment_rows_unlabelled(text: str) -> list[str]:
+    """The table rows of a FuSIC report that are on GrailQA-Tech — a cell naming the pair (``GrailQA …``) or one
+    of its cells (``gtech.…``: the per-cell tables, the *Models* section) — without the fragment's note."""
+    return [line for line in text.splitlines() if line.startswith("| ") and _FRAGMENT not in line
+            and any(c.strip().startswith(("GrailQA", "gtech.")) for c in line.strip().strip("|").split("|"))]
+
+
+# Rows of fusic.md as they read before every GrailQA-Tech row was labelled (the per-cell tables).
+OLD_FRAGMENT_ROWS = [
+    "| gtech.kbbinder_fs | 124 | drafts 744: ok 121, no_answer 424, no_sexpr 8, bad_form 191 (malformed 199) |",
+    "| gtech.fs_dense | 124 | 1.57 | 1.00 | 1.79 | 4.36 | 0.1 | 2.9 | 0.0 | 9.9 | 14.6 | 49 |",
+    "| gtech.fs_dense | 124 | 50.2 | 51.8 | 51.8 | 51.8 | 51.8 | 222 (178) | 50.2 vs round 0 50.2 (n=124) |",
+    "| gtech.fs_dense | dense | path | 124 | 6.5 | 8.9 | 8.9 |",
+    "| gtech.fs_dense | f1 | 51.8 [43.6, 60.0] (n=124) | 30.1 [22.0, 38.9] (n=124) | -21.7 [-30.6, -12.9] (n=124) |",
+]
+
+
+def test_the_fragment_check_finds_grailqa_tech_rows_without_the_note():
+    assert fragment_rows_unlabelled("\n".join(OLD_FRAGMENT_ROWS)) == OLD_FRAGMENT_ROWS
+    fine = [f"| gtech.fs_dense ({_FRAGMENT}) | 124 | 1.57 |", f"| GrailQA non-technical → GrailQA-Tech ({_FRAGMENT}) | 3 |",
+            "| metaqa1.fs_dense | 100 | 2.00 |", "| every configuration on GrailQA-Tech | source = GrailQA's domains |",
+            "| paper, Table 1, row WebQSP→GrailQA-Tech | — | 0.68 |"]
+    assert fragment_rows_unlabelled("\n".join(fine)) == []
+
+
 def test_every_row_on_the_grailqa_fragment_says_its_kb_is_the_questions_gold_facts():
     headline = COMPARE_ALL.read_text(encoding="utf-8").split("## Headline results")[1].split("\n## ")[0]
     overview = [r for r in _rows(headline) if "GrailQA" in r[1]]  # the question set column
     assert overview and all(_FRAGMENT in r[1] for r in overview)
-    fusic = [r for r in _rows((BENCH / "fusic.md").read_text(encoding="utf-8")) if r[0].startswith("GrailQA")]
+    text = (BENCH / "fusic.md").read_text(encoding="utf-8")
+    fusic = [r for r in _rows(text) if r[0].startswith("GrailQA")]
     assert fusic and all(_FRAGMENT in r[0] for r in fusic)
+    keyed = [r for r in _rows(text) if r[0].startswith("gtech.")]  # the per-cell tables: KB-BINDER, cost, rounds, …
+    assert keyed and all(_FRAGMENT in r[0] for r in keyed)
+    bad = fragment_rows_unlabelled(text)  # any other row naming GrailQA-Tech or one of its cells, anywhere
+    assert not bad, "fusic.md rows on GrailQA-Tech without the fragment's note:\n" + "\n".join(x[:200] for x in bad)

@@ -1,4 +1,4 @@
-"""Methods never read gold — proved, not claimed (issue 46 §3).
+"""Methods never read gold — proved, not claimed.
 
 Every registered method (the test enumerates :func:`kgqa_lib.methods.method_names`, so a new method is
 covered, or fails here for want of a setup) runs on a few questions twice: as given, and with every
@@ -9,7 +9,9 @@ that fit the prompt's kind, so gold text reaching any prompt changes the replies
 must send the same prompts and return the same predictions, responses, errors and traces (stage
 timings aside). The declared oracles — FuSIC's ``oracle_linking`` and Keqing's ``topics=oracle`` — are
 the only exceptions, by name; :func:`test_the_keqing_oracle_is_caught` shows that the test catches
-Keqing's GrailQA topics read from gold (the behaviour before ``topics=linked``)."""
+Keqing's GrailQA topics read from gold (the behaviour before ``topics=linked``). FuSIC runs every setting
+that a cell of its benchmark table (:mod:`kgqa_lib.bench.fusic`) uses, each cell's settings exactly
+(:func:`test_every_fusic_setting_a_bench_cell_uses_is_run_with_the_gold_garbled`)."""
 
 from __future__ import annotations
 
@@ -191,6 +193,39 @@ class Case:
 
 
 MW = {"kg": "miniworld"}
+
+
+def _cell_settings(cell) -> dict[str, Any]:
+    """The settings a bench cell runs with: every ``--set`` of its ``kgqa run`` arguments, typed."""
+    from kgqa_lib.methods import coerce_settings
+
+    sets = [a for i, a in enumerate(cell.args) if i and cell.args[i - 1] == "--set"]
+    return coerce_settings(dict(a.split("=", 1) for a in sets), cell.method)
+
+
+#: FuSIC's benchmark cells whose settings the cases below run exactly, one question each: together with the two
+#: hand-written cases they use every setting value any FuSIC cell uses (the test that says so:
+#: test_every_fusic_setting_a_bench_cell_uses_is_run_with_the_gold_garbled) — gf-LLM (s-expressions, the
+#: dense retriever's own top k, BM25-chosen exemplars, one call), the number of exemplars, the zero-shot
+#: ablations, the deviations, the shots reserve, two retrievers, the naive baseline, and the MetaQA target.
+FUSIC_CELLS = ("gtech.fs_gfllm", "metaqa2.zs_gfllm", "metaqa1.fs_dense_ex0", "gtech.fs_dense_ex1",
+               "metaqa3.fs_dense_ex3", "metaqa3.zs_dense_noegf", "metaqa1.zs_dense_norr", "metaqa2.zs_dense_sexpr",
+               "metaqa3.fs_dense_paths3", "metaqa2.fs_dense_values", "gtech.fs_dense_paperfb",
+               "metaqa1.fs_dense_rrsexpr", "gtech.fs_dense_dsex", "metaqa1.fs_dense_shots25",
+               "metaqa2.fs_dense_shots100", "cinema2geo.fs_both", "metaqa1.fs_naive")
+
+
+def _cell_case(name: str) -> Case:
+    """A case that runs the FuSIC bench cell ``name`` as the benchmark does (its dataset, its settings, an
+    embedder), on its first question; the data it needs from its task's target."""
+    from kgqa_lib.bench import fusic as BF
+
+    cell = BF.CELL_OF[name]
+    settings = _cell_settings(cell)
+    data = next((d for d in ("metaqa", "grailqa") if d in settings["task"]), "")
+    return Case(cell.dataset, (0,), None, True, settings, data, tag=name)
+
+
 CASES: dict[str, list[Case]] = {
     "io": [Case("miniworld:simple"), Case("miniworld:open", (0,))],
     "cot": [Case("miniworld:multihop", (0, 72)), Case("miniworld:open", (1,))],
@@ -222,7 +257,8 @@ CASES: dict[str, list[Case]] = {
     "fusic": [Case("fusic:geo-wd>cinema-fb:test", (0, 3), None, False,
                    {"task": "geo-wd>cinema-fb", "shots": 0, "retrievers": "bm25", "egf_rounds": 1}),
               Case("fusic:grailqa>grailqa-tech:test", (0, 1), None, False,
-                   {"task": "grailqa>grailqa-tech", "shots": 5, "retrievers": "bm25", "egf_rounds": 1}, "grailqa")],
+                   {"task": "grailqa>grailqa-tech", "shots": 5, "retrievers": "bm25", "egf_rounds": 1}, "grailqa"),
+              *map(_cell_case, FUSIC_CELLS)],
     "langchain_sparql": [Case("tiny:films", (0, 7), "tiny")],
 }
 
@@ -239,6 +275,7 @@ def _params():
 
 _KGS: dict[str, Any] = {}
 _EMBEDDER: list[Any] = []
+_PRIVATE: list[Any] = []  # FuSIC's embedder and its untrained dense retriever, on a throw-away embedding cache
 
 
 def _kg(name):
@@ -255,6 +292,37 @@ def _embedder():
     if not _EMBEDDER:
         _EMBEDDER.append(Embedder())
     return _EMBEDDER[0]
+
+
+def _private_embedder():
+    """An embedder whose cache is a throw-away file (FuSIC's cases: the linker and the dense retriever)."""
+    import tempfile
+    from pathlib import Path
+
+    from kgqa_lib.embed.embedder import Embedder
+
+    if not _PRIVATE:
+        _PRIVATE.append(Embedder(cache_path=Path(tempfile.mkdtemp(prefix="no-gold-")) / "embeddings.sqlite"))
+    return _PRIVATE[0]
+
+
+def _untrained_dense(monkeypatch, tmp_path) -> None:
+    """FuSIC's dense retriever without its minutes of fine-tuning: the pipeline's own path (``make_retrievers``
+    → ``trained_retriever`` → :class:`RecordedDense` → ``DenseRetriever.rank``) with the untrained MiniLM. What
+    it is trained on (source questions and target shots, never a reported question: test_fusic_splits.py)
+    is not what this test is about; what it is asked at question time is. Nothing is recorded."""
+    from kgqa_lib.embed.retrieval import DenseRetriever
+    from kgqa_lib.methods.fusic import retrieval as FR
+
+    def untrained():
+        r = DenseRetriever(None, label="dense")
+        r.embedder, r.training = _private_embedder(), []
+        return r
+
+    monkeypatch.setattr(FR, "record_path", lambda: tmp_path / "fusic_dense.jsonl")  # (never the committed record)
+    monkeypatch.setattr(FR, "_RECORD", {})
+    monkeypatch.setattr(FR, "trained_retriever",
+                        lambda task, shots=0, seed=0, **kw: FR.RecordedDense(f"untrained:{task}:{shots}", untrained))
 
 
 def _needs(spec: str, data: str) -> None:
@@ -294,7 +362,8 @@ def answer(method: str, q: Question, case: Case, tmp_path, tag: str, **settings)
 
     backend = HashLLM()
     llm = LLM(backend, "hash", LLMCache(tmp_path / f"{tag}.sqlite", transcripts=None))
-    ctx = Context(llm=llm, kg=_kg(case.kg), embedder=_embedder() if case.embedder else None,
+    embedder = (_private_embedder() if method == "fusic" else _embedder()) if case.embedder else None
+    ctx = Context(llm=llm, kg=_kg(case.kg), embedder=embedder,
                   settings={**case.settings, **settings})
     try:
         res = get_method(method)(q, ctx)
@@ -339,6 +408,8 @@ def test_a_method_answers_the_same_without_the_gold(method, case, tmp_path, monk
     if case is None:
         pytest.fail(f"method {method!r} has no gold-garbling setup: add its cases to CASES in {__file__}")
     monkeypatch.setenv("KGQA_LLM_MODE", "auto")
+    if method == "fusic":
+        _untrained_dense(monkeypatch, tmp_path)
     for i, q in enumerate(_questions(case)):
         bad = without_gold(q)
         assert bad.answers != q.answers and bad.qid == q.qid and bad.question == q.question
@@ -349,9 +420,24 @@ def test_a_method_answers_the_same_without_the_gold(method, case, tmp_path, monk
         assert not _differences(given, garbled), (method, case.dataset, q.qid, _differences(given, garbled))
 
 
+def test_every_fusic_setting_a_bench_cell_uses_is_run_with_the_gold_garbled():
+    """Every (setting, value) of every FuSIC cell of the benchmark table — its task included — is in a FuSIC case
+    above, so each is run once as given and once with the gold garbled; the cases named after a cell run its
+    settings exactly."""
+    from kgqa_lib.bench import fusic as BF
+    from kgqa_lib.methods import coerce_settings
+
+    used = {(k, v) for c in BF.CELLS if c.method == "fusic" for k, v in _cell_settings(c).items()}
+    cased = {(k, v) for c in CASES["fusic"] for k, v in coerce_settings(c.settings, "fusic").items()}
+    assert used <= cased, f"FuSIC settings of bench cells no case runs: {sorted(used - cased)}"
+    for c in CASES["fusic"]:
+        if c.tag:
+            assert c.settings == _cell_settings(BF.CELL_OF[c.tag]) and c.dataset == BF.CELL_OF[c.tag].dataset, c.tag
+
+
 def test_the_keqing_oracle_is_caught(tmp_path, monkeypatch):
-    """The harness detects a leak: Keqing with ``topics=oracle`` (before issue 46, its only behaviour on
-    GrailQA: topic and bracketed mention from the gold s-expression) answers garbled questions otherwise;
+    """The harness detects a leak: Keqing with ``topics=oracle`` (before ``topics=linked``, its only behaviour
+    on GrailQA: topic and bracketed mention from the gold s-expression) answers garbled questions otherwise;
     the linked default does not (the case above)."""
     case = next(c for c in CASES["keqing"] if c.dataset == "keqing:grailqa")
     monkeypatch.setenv("KGQA_LLM_MODE", "auto")
@@ -386,7 +472,7 @@ def test_linked_topics_read_the_text_only(tmp_path):
 # The data layer's list of gold fields
 # ---------------------------------------------------------------------------------------------
 OWN = ["miniworld:simple", "miniworld:multihop", "miniworld:open", "miniworld:templated", "tiny:films",
-       "keqing:miniworld", "keqing:miniworld:pool", "fusic:geo-wd>cinema-fb:test"]
+       "keqing:miniworld", "keqing:miniworld:pool", "fusic:geo-wd>cinema-fb:test", "miniworld:spare"]
 EXTERNAL = [("metaqa:1hop:dev", "metaqa"), ("grailqa:fragment", "grailqa"), ("keqing:grailqa", "grailqa"),
             ("grailqa:dev", "grailqa")]
 

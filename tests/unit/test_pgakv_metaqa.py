@@ -171,10 +171,60 @@ def test_the_summary_says_what_is_complete_and_what_is_running():
 
     text = P._metaqa_sentence(_synthetic(75))
     assert "not run yet" in text and "PG&AKV and QSM are not run yet" not in text
-    assert "complete so far (Hits@1, points, 100 questions each): 1-hop IO 10.0 [" in text and "QSM 71.0 [" in text
+    assert "the complete cells (Hits@1, points, 100 questions each): 1-hop IO 10.0 [" in text and "QSM 71.0 [" in text
     assert "still running: PG&AKV (threshold 0.7) 1-hop (75 of 100)" in text
     assert "PG&AKV − QSM is not measured until both cells of a hop are complete" in text
     done = PM.summary(_synthetic(PM.REPORTED))
     assert "PG&AKV − QSM is -71.0 [" in done and "on 1-hop, not measured yet on 2-hop" in done
     assert "still running" not in done
     assert "no cell is complete yet" in PM.summary(lambda name: [])
+
+
+# ---------------------------------------------------------------- the dev choice's margin, the funnel's G_f
+def _dev(right: dict[float, int]):
+    """Every dev cell complete; threshold t right on the first ``right[t]`` of the pooled dev questions."""
+    qids = [f"{h}-{i}" for h in PM.HOPS for i in range(PM.DEV)]
+    cells = {}
+    for t, k in right.items():
+        rank = {q: j for j, q in enumerate(qids)}
+        for h in PM.HOPS:
+            cells[f"dev_thr{PM._thr(t)}_{h}hop"] = [_rec(q, float(rank[q] < k)) for q in qids if q.startswith(f"{h}-")]
+    return lambda name: cells.get(name, [])
+
+
+def test_the_dev_margin_counts_the_questions_between_the_choice_and_the_runner_up():
+    close = PM.dev_margin(_dev({0.5: 30, 0.6: 29, 0.7: 28, 0.8: 10}))
+    assert (close["chosen"], close["runner-up"], close["right"], close["n"]) == (0.5, 0.6, (30, 29), 150)
+    assert close["margin"] == 1 and close["weak"]  # one question: the paired CI reaches 0
+    text = PM.dev_margin_text(_dev({0.5: 30, 0.6: 29, 0.7: 28, 0.8: 10}))
+    assert "0.5 answers 30 right and the runner-up, 0.6, 29: 1 question apart" in text and "the choice is weak" in text
+    clear = PM.dev_margin(_dev({0.5: 10, 0.6: 12, 0.7: 60, 0.8: 11}))
+    assert (clear["chosen"], clear["runner-up"], clear["margin"], clear["weak"]) == (0.7, 0.6, 48, False)
+    assert "tells the two thresholds apart" in PM.dev_margin_text(_dev({0.5: 10, 0.6: 12, 0.7: 60, 0.8: 11}))
+    tie = PM.dev_margin(_dev({0.5: 20, 0.6: 20, 0.7: 20, 0.8: 20}))
+    assert (tie["chosen"], tie["margin"], tie["weak"]) == (0.7, 0, True)  # ties go to the paper's value
+    assert PM.dev_margin(lambda name: []) is None and PM.dev_margin_text(lambda name: []) == ""
+
+
+def test_the_funnel_note_says_why_gold_is_in_g_f_but_not_in_g_g():
+    def rec(i, g_p, g_g, g_f):
+        r = _rec(f"q{i}", 0.0)
+        r["funnel"]["gold"] = {"G_p": g_p, "G_t": True, "G_g": g_g, "G_f": g_f}
+        return r
+
+    recs = ([rec(i, True, False, True) for i in range(6)] + [rec(6, False, False, True)]
+            + [rec(i, False, True, True) for i in range(7, PM.REPORTED)])
+    note = PM.funnel_gf_note(PM._rows(lambda name: recs if name == "pgakv_2hop" else []))
+    assert "verification rewrites the pseudo-graph G_p against G_g" in note
+    assert "2-hop 7 (6 of them with it already in G_p)" in note and "1-hop 0 (0 of them" in note
+    assert PM.funnel_gf_note(PM._rows(lambda name: [])) == ""
+
+
+def test_the_committed_report_says_the_margin_and_why_g_f_can_exceed_g_g():
+    records = core.Records(PM.TABLE)
+    text = PM.report(records)
+    margin, note = PM.dev_margin_text(records), PM.funnel_gf_note(PM._rows(records))
+    assert margin and margin in text and note and note in text
+    from kgqa_lib.paths import repo_root
+
+    assert margin in (repo_root() / "results" / "bench" / PM.TABLE.output).read_text(encoding="utf-8")

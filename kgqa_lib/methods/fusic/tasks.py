@@ -1,9 +1,10 @@
 """Transfer tasks: a source domain (retriever training data, zero-shot exemplars) and a target
 domain (few-shot pool, test questions), each a question set on its own KG schema. A task's "test"
 questions are the part of the target's questions the benchmark reports (all of them, or a seeded
-sample): on MetaQA they are MetaQA *dev* questions (MetaQA's test set is not used). Each target
-also has a dev part (:func:`dev_questions`, ``fusic:<task>:dev``), disjoint from its test questions
-and its few shots, where settings are chosen."""
+sample): on MetaQA they are MetaQA *dev* questions (MetaQA's test set is not used). ``test`` in a
+dataset name (``fusic:mw-wd>metaqa:test-1hop``) names that reported part; ``reported`` is accepted
+for it too (:data:`REPORTED`). Each target also has a dev part (:func:`dev_questions`,
+``fusic:<task>:dev``), disjoint from its test questions and its few shots, where settings are chosen."""
 
 from __future__ import annotations
 
@@ -62,24 +63,39 @@ SHOT_RESERVE = {"metaqa": 90}
 STRATA = {"metaqa": "hops"}  # targets whose pool is dealt round-robin over this metadata key (so 5 shots
 # of MetaQA are hops 1, 2, 3, 1, 2 rather than whatever a shuffle gives)
 _SPLIT = re.compile(r"(test|dev)-(\d+)hop")
+#: Another name of a task's reported part: ``reported`` for ``test``, ``reported-<N>hop`` for ``test-<N>hop``
+#: (``fusic:mw-wd>metaqa:reported-1hop``: MetaQA dev questions, the task's reported part, not MetaQA's test
+#: set). The dataset it loads is named with ``test``, so a run asked either way has the same configuration
+#: (its hash names the dataset) and its records match the benchmark cells, which name ``test``.
+REPORTED = "reported"
+
+
+def canonical_split(split: str) -> str:
+    """``reported`` → ``test``, ``reported-3hop`` → ``test-3hop`` (:data:`REPORTED`); any other split as given."""
+    return "test" + split[len(REPORTED):] if split == REPORTED or split.startswith(f"{REPORTED}-") else split
 #: The dev part of a target (:func:`dev_questions`): questions of the target's data outside its question
 #: set — so neither reported (the test questions, all of which a cell may report) nor few shots (the
 #: pool, the reserve) — none asking a gold query that one of those (or a source question) asks, each with
 #: a gold form in the target's KB. Settings are chosen there from now on. Where they come from, per
 #: target domain (``DEV_FROM``): MetaQA — further MetaQA dev questions beyond the METAQA_PER_HOP sample
 #: and the shots reserve, ``DEV_PER_HOP`` per hop (shuffled with their own seed, dealt over the hops); the
-#: mini-world — its templated question set, the questions of the domain's topics. A target with no spare
-#: question has an empty dev part, and ``DEV_NONE`` says why.
+#: mini-world — the questions of the domain's topics in its question sets of :data:`DEV_SETS`, which no
+#: task reports. A target with no spare question has an empty dev part, and ``DEV_NONE`` says why.
 DEV_PER_HOP = {"metaqa": 100}
+#: the mini-world question sets a domain's dev part is drawn from: the templated set asks about films and
+#: people; the spare set (scripts/build_miniworld.py: the simple and multi-hop sets' forms again on further
+#: geography and technology topics, with a seed of its own) about geography and technology
+DEV_SETS = {"mw-cinema": ("templated",), "mw-geo": ("spare",), "mw-all": ("templated", "spare")}
+_SET_TEXT = {"templated": "templated questions", "spare": "spare questions (`miniworld:spare`: the simple and "
+             "multi-hop sets' forms again on further geography and technology topics, drawn with a seed of its own)"}
 DEV_FROM = {
     "metaqa": f"further MetaQA dev questions outside the seeded {METAQA_PER_HOP}-per-hop sample (so outside every "
               f"reported question and the pool of {SHOT_POOL}) and outside the shots reserve",
-    **{d: "the mini-world's templated questions (a question set of its own, never reported by FuSIC) on the "
-          "target's topics" for d in ("mw-geo", "mw-cinema", "mw-all")},
+    **{d: f"the mini-world's {' and '.join(_SET_TEXT[x] for x in sets)} on the target's topics "
+          f"({'question sets' if len(sets) > 1 else 'a question set'} of {'their' if len(sets) > 1 else 'its'} own, "
+          "never reported by FuSIC)" for d, sets in DEV_SETS.items()},
 }
 DEV_NONE = {
-    "mw-geo": "the mini-world has no spare geography or technology question: the simple and multi-hop sets' are "
-              "the pool and the reported questions, and the templated set asks about films and people only",
     "grailqa-tech": "the fragment KB holds the gold facts of ToG's 1,000-question sample of GrailQA dev only; that "
                     "sample's technical-domain questions are the pool and the reported ones, and any other lacks a "
                     "gold form in the fragment; a GrailQA question outside the sample has no facts in it",
@@ -228,7 +244,7 @@ def _dev_candidates(spec: str, seed: int) -> list[Question]:
         return _dealt(rest, STRATA[name])
     if DOMAINS[name][0] == "miniworld":
         prefixes = DOMAINS[name][2]
-        return [q for q in load_dataset("miniworld:templated") if q.kind == "factoid"
+        return [q for s in DEV_SETS[name] for q in load_dataset(f"miniworld:{s}") if q.kind == "factoid"
                 and (q.metadata.get("topic_keys") or [""])[0].startswith(prefixes)]
     return []
 
@@ -307,12 +323,16 @@ def target_shots(task: Task, shots: int) -> list[Question]:
 
 
 def task_dataset(name: str, split: str = "test") -> Dataset:
-    """``fusic:geo-wd>cinema-fb`` → the target's test questions (the reported part); ``:pool`` → the
-    few-shot pool; ``:dev`` → the dev part (:func:`dev_questions`, where settings are chosen);
-    ``:test-2hop`` / ``:dev-2hop`` → those of that many hops (MetaQA: ``fusic:mw-wd>metaqa:test-3hop``,
-    ``fusic:mw-wd>metaqa:dev-3hop``)."""
+    """``fusic:geo-wd>cinema-fb`` → the target's test questions (the reported part; ``:test`` and
+    ``:reported`` say the same); ``:pool`` → the few-shot pool; ``:dev`` → the dev part
+    (:func:`dev_questions`, where settings are chosen); ``:test-2hop`` (also ``:reported-2hop``) /
+    ``:dev-2hop`` → those of that many hops (MetaQA: ``fusic:mw-wd>metaqa:test-3hop`` =
+    ``fusic:mw-wd>metaqa:reported-3hop``, the reported MetaQA *dev* questions of 3 hops — MetaQA's test set
+    is not used; ``fusic:mw-wd>metaqa:dev-3hop``). A ``reported`` split loads the dataset named with
+    ``test`` (:data:`REPORTED`)."""
     from ...data.datasets import DatasetError
 
+    split = canonical_split(split)
     t = get_task(name)
     m = _SPLIT.fullmatch(split)
     if split == "test":
@@ -334,7 +354,7 @@ def task_dataset(name: str, split: str = "test") -> Dataset:
                                   f"its questions carry no hop count (use :{m.group(1)} or :pool)"))
     else:
         raise DatasetError(f"Unknown split {split!r} of fusic:{name}: use test, dev, pool, test-<N>hop or dev-<N>hop "
-                           "(e.g. test-1hop)")
+                           "(e.g. test-1hop; test names the reported part, also called reported, reported-<N>hop)")
     return Dataset(f"fusic:{name}:{split}", qs, kg=t.target.kg_name,
                    source_files=t.source.source_files + t.target.source_files)
 
@@ -360,6 +380,6 @@ def check_task(dataset: str, task: str, method: str, default: bool = False) -> N
                      f"{task}{' (its default)' if default else ''}, whose KGs are others: add --set task={want}")
 
 
-# FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions, ``fusic:<task>:pool`` its few shots,
-# ``fusic:<task>:dev`` its dev part
+# FuSIC transfer tasks: ``fusic:<task>`` = the target's test questions (its reported part; ``:test`` = ``:reported``),
+# ``fusic:<task>:pool`` its few shots, ``fusic:<task>:dev`` its dev part
 register("fusic", lambda task, split="test": task_dataset(task, split))
