@@ -90,8 +90,34 @@ def funnel(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+MAX_KEPT_TRIPLES = 20  # of each stage's triples a stripped record keeps
+
+
+def produced(r: dict[str, Any]) -> dict[str, Any]:
+    """What PG&AKV produced for one question, for ``kgqa bench show``: the Cypher the model wrote, the triples the
+    semantic query retrieved (with their scores), the subjects pruning kept, and the verified triples G_f with
+    what verification added and deleted. The model's output and KG triples only: no prompt, no question text, no
+    gold. At most :data:`MAX_KEPT_TRIPLES` of each."""
+    n, out = MAX_KEPT_TRIPLES, {}
+    for s in r.get("trace") or []:
+        o = s.get("output")
+        if not isinstance(o, dict):
+            continue
+        if s["name"] == "cypher_to_triples":
+            out["cypher"] = o.get("cypher")
+        elif s["name"] == "semantic_query":
+            out["retrieved"] = [[*h.get("triple", []), h.get("score")] for h in (o.get("hits") or [])[:n]]
+        elif s["name"] == "prune":
+            out["kept_subjects"] = [x.get("label") for x in o.get("subjects") or [] if x.get("kept")][:n]
+        elif s["name"] == "verify":
+            out["verified"] = [list(t) for t in (o.get("triples") or [])[:n]]
+            out["verify_changes"] = {k: [list(t) for t in (o.get(k) or [])[:n]] for k in ("added", "deleted")}
+    return out
+
+
 def strip(r: dict[str, Any]) -> dict[str, Any]:
-    """A record without MetaQA text: ids, metrics, costs, the prediction, stage seconds, the funnel."""
+    """A record without MetaQA text: ids, metrics, costs, the prediction, stage seconds, the funnel, and what the
+    method produced (:func:`produced`)."""
     if r.get("stripped"):
         return r
     out = {k: r[k] for k in KEEP if k in r}
@@ -100,6 +126,7 @@ def strip(r: dict[str, Any]) -> dict[str, Any]:
     f = funnel(r)
     if f:
         out["funnel"] = f
+    out |= produced(r)
     out["stripped"] = True
     return out
 

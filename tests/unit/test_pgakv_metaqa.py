@@ -228,3 +228,25 @@ def test_the_committed_report_says_the_margin_and_why_g_f_can_exceed_g_g():
     from kgqa_lib.paths import repo_root
 
     assert margin in (repo_root() / "results" / "bench" / PM.TABLE.output).read_text(encoding="utf-8")
+
+
+def test_strip_keeps_what_pgakv_produced_without_prompts_or_question():
+    """A stripped MetaQA record keeps the Cypher the model wrote, the retrieved triples, the kept subjects and
+    the verified triples (for `kgqa bench show`), never a prompt or the question text."""
+    from kgqa_lib.bench import pgakv_metaqa as P
+
+    q = "what movies did secret person star in"
+    r = {"qid": "metaqa-1hop-dev-1", "question": q, "metrics": {"hits@1": 0.0}, "prediction": ["Y"],
+         "trace": [{"name": "generate_pseudo_graph", "output": {"prompt": f"Question: {q}", "text": "..."}},
+                   {"name": "cypher_to_triples", "output": {"cypher": "CREATE (a {name: 'A'})", "errors": 0}},
+                   {"name": "semantic_query", "output": {"candidates": 9, "hits": [
+                       {"triple": ["F", "starred actors", "A"], "score": 0.75, "pseudo": 0}] * 30}},
+                   {"name": "prune", "output": {"subjects": [{"label": "F", "kept": True}, {"label": "G", "kept": False}]}},
+                   {"name": "verify", "output": {"triples": [["A", "starred actors", "F"]], "added": [],
+                                                 "deleted": [["A", "r", "Z"]], "generation": {"prompt": q}}},
+                   {"name": "answer", "output": {"prompt": f"Knowledge: ... Question: {q}"}}]}
+    s = P.strip(r)
+    assert q not in repr(s) and "question" not in s
+    assert s["cypher"] == "CREATE (a {name: 'A'})" and s["kept_subjects"] == ["F"]
+    assert len(s["retrieved"]) == P.MAX_KEPT_TRIPLES and s["retrieved"][0] == ["F", "starred actors", "A", 0.75]
+    assert s["verified"] == [["A", "starred actors", "F"]] and s["verify_changes"] == {"added": [], "deleted": [["A", "r", "Z"]]}
