@@ -491,14 +491,22 @@ def cost_table(ov) -> ResultTable:
     question (what a live run takes), and the hours those answers took. A cell counts once: its first row
     (a second metric of the same records, or a part of them — GrailQA's levels — adds no cost)."""
     done = ov[ov["status"] == "complete"].drop_duplicates(["table", "cell"])
+    done = done.assign(kg=done["set"].map(kg_of))
     body = []
-    for (paper, method), rows in done.groupby(["paper", "method"], sort=False):
+    for (paper, method, kg), rows in done.groupby(["paper", "method", "kg"], sort=False):
         q = int(rows["n"].sum())
         per = lambda col: float((rows[col] * rows["n"]).sum()) / q  # noqa: E731
-        body.append([paper, method, len(rows), q, f"{per('calls/q'):.2f}", f"{per('tokens/q'):.0f}",
+        body.append([paper, method, kg, len(rows), q, f"{per('calls/q'):.2f}", f"{per('tokens/q'):.0f}",
                      f"{per('s/q'):.1f}", f"{per('s/q') * q / 3600:.2f}"])
-    return table("cost", "Cost per method (complete cells)",
-                 ["paper", "method", "cells", "questions", "calls/q", "tokens/q", "s/q", "hours"], body)
+    return table("cost", "Cost per method and KG (complete cells)",
+                 ["paper", "method", "KG", "cells", "questions", "calls/q", "tokens/q", "s/q", "hours"], body)
+
+
+def kg_of(question_set: str) -> str:
+    """The KG a question set is answered over (the target's, for a transfer pair): the MetaQA KB, the GrailQA
+    gold-fact fragment or the mini-world — a method's cost differs with the KG's size."""
+    target = str(question_set).split("→")[-1]
+    return "MetaQA KB" if "MetaQA" in target else "GrailQA fragment" if "GrailQA" in target else "mini-world"
 
 
 def recorded_hours(table_: Table) -> float:

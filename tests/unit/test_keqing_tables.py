@@ -181,7 +181,10 @@ def test_paper_tables_cost_summary_and_the_files(results, tmp_path):
     assert overview.short_set(f"GrailQA dev ({overview.FRAGMENT})") == "GrailQA dev"
     cost = overview.cost_table(ov).frame()
     four = cost[cost["method"] == "Keqing, four stages"].iloc[0]
-    assert four["cells"] == 3 and four["questions"] == 600 and four["calls/q"] == "3.00"
+    assert four["cells"] == 3 and four["questions"] == 600 and four["calls/q"] == "3.00" and four["KG"] == "MetaQA KB"
+    assert [overview.kg_of(s) for s in ("mini-world simple (test)", "mini-world (Wikidata-style) → MetaQA dev, 1-hop",
+                                        f"GrailQA dev ({overview.FRAGMENT})", "MetaQA dev (our reported part), 2-hop")] \
+        == ["mini-world", "MetaQA KB", "GrailQA fragment", "MetaQA KB"]  # a method's cost is per KG
     text = overview.summary(ov)
     assert "Keqing: the four stages are -19.6 to +1.6 points from" in text and "F1 75.0 against the paper's 77.8" in text
     md, csv = overview.write_compare_all(ov, tmp_path / "tables")
