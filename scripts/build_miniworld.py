@@ -300,17 +300,18 @@ def make_questions(src, kgs, schemas, rng) -> dict[str, list[dict]]:
     # open-ended: references written from the KG facts in three styles
     sets["open"] = open_questions(F, rng)
     asked = {q["gold_query"].get("form", "") for qs in sets.values() for q in qs}
-    spare_questions(F, add, asked, random.Random(SPARE_SEED))
+    asked_topics = {k for qs in sets.values() for q in qs for k in q["metadata"].get("topic_keys") or []}
+    spare_questions(F, add, asked, random.Random(SPARE_SEED), asked_topics)
     return sets
 
 
-def spare_questions(F: Facts, add, asked: set[str], rng) -> None:
+def spare_questions(F: Facts, add, asked: set[str], rng, asked_topics: set[str] = frozenset()) -> None:
     """The spare set (:data:`SPARE_SEED`): the simple and multi-hop forms again on geography and technology topics
-    whose form (topic and path) no other set asks, up to :data:`SPARE_PER_FORM` questions per form."""
+    no other set asks about (neither the form nor its topic), up to :data:`SPARE_PER_FORM` questions per form."""
     def take(forms_and_texts, meta) -> None:
         n = 0
         for form, text in forms_and_texts:
-            if json.dumps(form, sort_keys=True) in asked:
+            if json.dumps(form, sort_keys=True) in asked or form["topic"] in asked_topics:
                 continue
             if add("spare", text, form, [form["topic"]], meta=meta):
                 n += 1

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain, summarize
-from .core import Cell, Effect, Records, Table, keep_prediction, register
+from .core import kept_text, Cell, Effect, Records, Table, keep_prediction, register
 from .result_table import ResultTable, table
 
 KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "engine", "config_hash", "config")
@@ -91,25 +91,29 @@ MAX_KEPT_ITEMS = 10
 
 
 def produced(r: dict[str, Any]) -> dict[str, Any]:
-    """What ToG and KB-BINDER produced for one question, kept in a stripped record so a reviewer can read its
+    """What ToG and KB-BINDER produced for one question, kept in a stripped record so a reader can follow its
     path (``kgqa bench show``): ToG's search depth by depth (the relations it kept with their scores, the
     entities it scored, the paths of its beam as KG triples, the judge's verdict) and KB-BINDER's drafts (the
-    s-expression each wrote, its outcome, the bound form that answered, its candidates and executions). KG
-    labels and the model's own output only: no prompt, no question text, no gold. At most
+    logical form each wrote, its outcome, the bound form that answered, its candidate forms and what each
+    execution returned). KG labels and the model's own output only (:func:`~kgqa_lib.bench.core.kept_text`: cut
+    to length, dropped where it repeats the question): no prompt, no question text, no gold. At most
     :data:`MAX_KEPT_ITEMS` of each list."""
-    n = MAX_KEPT_ITEMS
+    n, q = MAX_KEPT_ITEMS, r.get("question")
     out: dict[str, Any] = {}
     for s in r.get("trace") or []:
         o = s.get("output")
         if s["name"] == "beam_search" and isinstance(o, dict):
             out["tog_search"] = [{
                 "depth": st.get("depth"),
-                "relations": [{"entity": x.get("entity"), "kept": (x.get("kept") or [])[:n], "error": x.get("error")}
+                "relations": [{"entity": kept_text(x.get("entity")), "error": x.get("error"),
+                               "kept": [[kept_text(k[0]), k[1]] if isinstance(k, (list, tuple)) and len(k) == 2
+                                        else kept_text(k) for k in (x.get("kept") or [])[:n]]}
                               for x in (st.get("relations") or [])[:n]],
-                "entities": [{"relation": x.get("relation"), "candidates": (x.get("candidates") or [])[:n],
+                "entities": [{"relation": kept_text(x.get("relation")),
+                              "candidates": [kept_text(c) for c in (x.get("candidates") or [])[:n]],
                               "scores": (x.get("scores") or [])[:n], "error": x.get("error")}
                              for x in (st.get("entities") or [])[:n]],
-                "beam": [[list(t) for t in p] for p in (st.get("beam_triples") or [])[:n]],
+                "beam": [[[kept_text(v) for v in t] for t in p] for p in (st.get("beam_triples") or [])[:n]],
                 "judgement": {k: (st.get("judgement") or {}).get(k) for k in ("sufficient", "error")}
                 if st.get("judgement") else None,
                 **({"judge_skipped": st["judge_skipped"]} if "judge_skipped" in st else {})}
@@ -117,10 +121,12 @@ def produced(r: dict[str, Any]) -> dict[str, Any]:
         elif s["name"].startswith("ground_") and isinstance(o, dict):
             d = o.get("draft") or {}
             out.setdefault("kbbinder_drafts", []).append({
-                "index": d.get("index"), "sexpr": d.get("sexpr"), "error": d.get("error"), "status": o.get("status"),
-                "winner": o.get("winner"), "n_candidates": o.get("n_candidates"),
-                "candidates": [c.get("sexpr") for c in (o.get("candidates") or [])[:n]],
-                "executions": [{k: e.get(k) for k in ("sexpr", "status", "n")} for e in (o.get("executions") or [])[:n]]})
+                "index": d.get("index"), "wrote": kept_text(d.get("sexpr"), q), "error": d.get("error"),
+                "status": o.get("status"), "answered_by": kept_text(o.get("winner"), q),
+                "n_candidates": o.get("n_candidates"),
+                "candidates": [kept_text(c.get("sexpr"), q) for c in (o.get("candidates") or [])[:n]],
+                "executions": [{"form": kept_text(e.get("sexpr"), q), "status": e.get("status"), "n": e.get("n")}
+                               for e in (o.get("executions") or [])[:n]]})
     return out
 
 

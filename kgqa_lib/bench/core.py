@@ -242,6 +242,9 @@ class Table:
         return self.model_dir(model) / f"{cell.name}{AGAIN}.jsonl.gz"
 
 
+#: What every row on GrailQA's fragment says: its KB holds the questions' own gold facts, not all of Freebase
+FRAGMENT = "gold-fact fragment: retrieval far easier than full Freebase"
+
 #: The infix of a re-run's files: ``<cell>.again.jsonl`` (live) and ``<cell>.again.jsonl.gz`` (saved).
 AGAIN = ".again"
 
@@ -673,8 +676,11 @@ def effects_rows(table: Table, models: list[str]) -> list[dict[str, Any]]:
                 metric = headline(a or b, table.metric)
             g = paired_gain(a, b, headline(a or b, table.metric)) if a and b else None
             v = effect_verdict(g, e.sign)
-            row[m] = f"{format_gain(g)} (n={g[3]}): {v}" if v != "not run" else v
-            if v != "not run":
+            running = [x for x in (partial(a, get_table(e.a[0]).cell(e.a[1])), partial(b, get_table(e.b[0]).cell(e.b[1])))
+                       if x]
+            row[m] = (f"{format_gain(g)} (n={g[3]}): {v}" if v != "not run" else v) + (
+                f" ({', '.join(running)}: not counted across models yet)" if running and v != "not run" else "")
+            if v != "not run" and not running:
                 verdicts[m] = v
         row["across"] = across_models(verdicts)
         for m in models[1:]:
@@ -833,6 +839,21 @@ def kept_prediction(r: dict[str, Any]) -> list[str]:
     each (a record counts what was cut: ``prediction_cut``), so a reviewer can read a wrong answer
     and re-score it under another metric (``kgqa bench rescore``)."""
     return [str(p)[:MAX_KEPT_CHARS] for p in (r.get("prediction") or [])[:MAX_KEPT_ANSWERS]]
+
+
+def kept_text(value: Any, question: str | None = None) -> str | None:
+    """A piece of a method's own output kept in a stripped record (a query, a draft, a Cypher sketch): at most
+    :data:`MAX_KEPT_CHARS` characters, and None when it repeats the question's text (a small model may echo its
+    prompt; the question's text is never saved)."""
+    if value is None:
+        return None
+    from ..text import normalize_answer
+
+    text = str(value)
+    q = normalize_answer(question or "")
+    if q and len(q) > 8 and q in normalize_answer(text):
+        return None
+    return text[:MAX_KEPT_CHARS]
 
 
 def prediction_cut(r: dict[str, Any]) -> int:

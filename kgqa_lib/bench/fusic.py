@@ -36,7 +36,7 @@ from ..kg.grailqa_fragment import PAPER_TECH_DOMAINS, TECH_DOMAINS
 from .baselines import KEEP, RUN_ARGS, kbbinder_profile, strip as strip_baseline, summary_of
 from .core import MAX_KEPT_CHARS, Cell, Effect, Records, Table, keep_prediction, register
 from .core import partial as cell_partial
-from .overview import FRAGMENT  # what a row on GrailQA's fragment is: its KB holds the questions' own gold facts
+from .core import FRAGMENT  # what a row on GrailQA's fragment is: its KB holds the questions' own gold facts
 from .result_table import ResultTable, table
 
 # ---------------------------------------------------------------- the cells
@@ -1256,11 +1256,17 @@ def table7_table(records: Records) -> ResultTable:
                   "not in LLM top k (after)"], rows)
 
 
+def cell_reader(records: Records):
+    """``(pair, config) → records`` of a cell, each marked partial while the cell is running
+    (:func:`cell_records`): how every section of the report, and a notebook showing one, reads the cells."""
+    return lambda p, c: cell_records(records, cell_name(p, c))
+
+
 def result_tables(records: Records) -> dict[str, ResultTable]:
     """Every table of the report, as data (``.frame()`` for a notebook; the report renders the same
     values), by name: questions, table2, deviations, target, funnel, depth, kbbinder, langchain, cost, table3,
     shots, exemplars, table3_zero_shot, gfllm, rounds, table7."""
-    rec = lambda p, c: cell_records(records, cell_name(p, c))  # noqa: E731
+    rec = cell_reader(records)
     out = [questions_table(rec), table2_table(rec), deviations_table(), target_table(rec), funnel_table(rec),
            depth_table(rec), kbbinder_table(records), langchain_table(records), cost_table(records),
            ablations_table(records),
@@ -1270,7 +1276,7 @@ def result_tables(records: Records) -> dict[str, ResultTable]:
 
 
 def report(records: Records) -> str:
-    rec = lambda p, c: cell_records(records, cell_name(p, c))  # noqa: E731
+    rec = cell_reader(records)
     t = result_tables(records)
     lines = ["# FuSIC-KBQA at benchmark scale (local model)", "",
              "Answer F1 in points with a bootstrap 95% CI; gains paired over the same questions (bootstrap 95% CI, "
@@ -1683,10 +1689,10 @@ def summary_ablations(records: Records) -> str:
                                  if curve else "")
                  + ("feedback rounds that repeat the query before them, which cannot change the answer: "
                     + ", ".join(rep) + "." if rep else "no feedback rounds recorded yet."))
-    t7 = [r for r in table7_main(table7_table(records)).rows if r[0].split(".")[1] == "fs_dense"]
+    t7 = [r for r in table7_main(table7_table(records)).rows if cell_of(r[0]).split(".")[1] == "fs_dense"]
     if t7:
         parts.append("Table 7 (FuSIC(T) few-shot, % of questions missing a gold element, the retriever's top k → the "
-                     "LLM's): " + ", ".join(f"{SHORT[r[0].split('.')[0]]} {r[5]} → {r[6]}" for r in t7)
+                     "LLM's): " + ", ".join(f"{SHORT[cell_of(r[0]).split('.')[0]]} {r[5]} → {r[6]}" for r in t7)
                      + f"; the paper: TIARA {PAPER_T7['few-shot']['TIARA']} → FuSIC(T) "
                        f"{PAPER_T7['few-shot']['FuSIC-KBQA(T)']}.")
     return " ".join(parts)

@@ -142,8 +142,8 @@ def _tog_step(st: dict[str, Any]) -> str:
 def _draft(d: dict[str, Any]) -> str:
     """One KB-BINDER draft kept in a stripped record, in a line: what it wrote, its outcome, what answered."""
     ex = ", ".join(f"{e.get('status')} ({e.get('n')})" for e in d.get("executions") or [])
-    return (f"wrote {d.get('sexpr') or '(no s-expression)'}; {d.get('status')}"
-            + (f"; answered by {d['winner']}" if d.get("winner") else "")
+    return (f"wrote {d.get('wrote') or '(no logical form kept)'}; {d.get('status')}"
+            + (f"; answered by {d['answered_by']}" if d.get("answered_by") else "")
             + (f"; {d.get('n_candidates')} candidate forms, executions: {ex}" if d.get("n_candidates") else ""))
 
 

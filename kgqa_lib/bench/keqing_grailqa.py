@@ -238,7 +238,7 @@ def settings_table(recs: dict[str, list[dict[str, Any]]]) -> ResultTable:
         body.append([LABELS[name], f"`{name}`", len(rs), _rate([r["metrics"]["hits@1"] for r in rs]),
                      _rate([r["metrics"]["f1"] for r in rs]), _linking(rs) if name != ORACLE else "—", gain,
                      *_papers("all")])
-    from .overview import FRAGMENT
+    from .core import FRAGMENT
 
     return table("settings", f"The settings (GrailQA dev, {FRAGMENT})",
                  ["topics", "cell", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "chain topic linked",
@@ -309,7 +309,7 @@ def topics_lines(recs: dict[str, list[dict[str, Any]]], cells: dict[str, Cell]) 
 
 def report(records: Records) -> str:
     from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
-    from .overview import FRAGMENT
+    from .core import FRAGMENT
 
     cells = {c.name: c for c in TABLE.cells}
     recs = {name: records(name) for name in cells}

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain
 from .baselines import KEEP
-from .core import Cell, Records, Table, get_table, keep_prediction, register
+from .core import kept_text, Cell, Records, Table, get_table, keep_prediction, register
 from .result_table import ResultTable, table
 
 HOPS = (1, 2, 3)
@@ -104,7 +104,7 @@ def produced(r: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(o, dict):
             continue
         if s["name"] == "cypher_to_triples":
-            out["cypher"] = o.get("cypher")
+            out["cypher"] = kept_text(o.get("cypher"), r.get("question"))
         elif s["name"] == "semantic_query":
             out["retrieved"] = [[*h.get("triple", []), h.get("score")] for h in (o.get("hits") or [])[:n]]
         elif s["name"] == "prune":

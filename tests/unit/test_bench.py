@@ -629,6 +629,9 @@ def test_the_papers_effects_per_model(tmp_path, monkeypatch):
     twice = core.Table(**{**t.__dict__, "name": "fake_m2"})  # an effect two tables declare is shown once
     monkeypatch.setitem(core.TABLES, "fake_m2", twice)
     assert len(core.effects_frame(["fake_m", "fake_m2"])) == 1
+    _write(t.model_dir(small), "m_a", [1, 0])  # 2 of the 3 planned questions: a cell still running
+    row = core.effects_rows(t, [d, small])[0]
+    assert row[small].endswith("(partial 2/3: not counted across models yet)") and row["across"] == f"holds ({d} only)"
 
 
 def test_every_effect_names_registered_cells():

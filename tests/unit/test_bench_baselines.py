@@ -1,6 +1,6 @@
 """The peer-baseline tables' record stripping and ToG profile (kgqa_lib.bench.baselines)."""
 
-from kgqa_lib.bench import baselines
+from kgqa_lib.bench import baselines, core
 
 
 def _tog_record(qid, stopped, answer_from, scorings, depth=1):
@@ -160,13 +160,21 @@ def test_strip_keeps_what_tog_and_kbbinder_produced_without_prompts_question_or_
     assert step["beam"] == [[["Shifty", "starred actors", "Jason Flemyng"]]]
     assert step["judgement"] == {"sufficient": True, "error": None}
     [draft] = s["kbbinder_drafts"]
-    assert draft["sexpr"] == "(JOIN r e)" and draft["winner"] == "(JOIN r1 e1)" and draft["status"] == "ok"
-    assert draft["candidates"] == ["(JOIN r1 e1)", "(JOIN r2 e1)"] and draft["executions"][0]["n"] == 3
+    assert draft["wrote"] == "(JOIN r e)" and draft["answered_by"] == "(JOIN r1 e1)" and draft["status"] == "ok"
+    assert draft["candidates"] == ["(JOIN r1 e1)", "(JOIN r2 e1)"] and draft["executions"][0] == {
+        "form": "(JOIN r1 e1)", "status": "ok", "n": 3}
+    from test_saved_records_hold_no_gold import gold_fields  # (tests/unit is on the path under pytest)
+    assert not gold_fields(s)  # nothing a gold scan of the saved records would flag
     shown = dict(method_outputs(s))
     assert shown["ToG depth 1"] == ("relations kept: Jason Flemyng: starred actors (reverse) (1); entities scored: "
                                     "Jason Flemyng, starred actors (reverse): Bruiser (0), Shifty (0.7); beam: Shifty "
                                     "—starred actors→ Jason Flemyng; judge: sufficient")
     assert shown["draft 0"].startswith("wrote (JOIN r e); ok; answered by (JOIN r1 e1); 2 candidate forms")
+    echo = _search_record()  # a draft that repeats the question is not kept; a long one is cut
+    echo["trace"][3]["output"]["draft"]["sexpr"] = "(JOIN secret question text)"
+    echo["trace"][3]["output"]["winner"] = "x" * 1000
+    [d] = baselines.strip(echo)["kbbinder_drafts"]
+    assert d["wrote"] is None and len(d["answered_by"]) == core.MAX_KEPT_CHARS
     many = _search_record()
     many["trace"][1]["output"]["steps"][0]["beam_triples"] *= 30
     assert len(baselines.strip(many)["tog_search"][0]["beam"]) == baselines.MAX_KEPT_ITEMS

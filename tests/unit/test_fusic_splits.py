@@ -201,6 +201,8 @@ def test_cinema_to_geography_has_a_dev_part_from_the_spare_set():
     every = [q for s in ("simple", "multihop", "templated", "open") for q in load_dataset(f"miniworld:{s}")]
     assert not {q.gold_query.get("form") for q in load_dataset("miniworld:spare")} & {
         q.gold_query.get("form") for q in every if q.gold_query.get("form")}  # no other set asks a spare form
+    assert not {k for q in load_dataset("miniworld:spare") for k in q.metadata["topic_keys"]} & {
+        k for q in every for k in q.metadata.get("topic_keys") or []}  # nor about a spare question's topic
     assert "miniworld:spare" in F.DEV_FROM["mw-geo"] and "mw-geo" not in F.DEV_NONE
     assert {q.qid.split("-")[1] for q in F.dev_questions("geo-wd>cinema-fb")} == {"templated"}
 

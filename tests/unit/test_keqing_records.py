@@ -145,3 +145,30 @@ def test_the_kept_tallies_are_what_the_metaqa_data_gives(data_dir_or_skip, tmp_p
     monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path))
     assert K.wrong_sequences(core.Records(K.TABLE)) == kept_wrong
     assert K.full_tables(core.Records(K.TABLE_FULL))["disagreements"].rows == kept_lost
+
+
+def test_the_gold_chain_tallies_hold_relation_names_and_counts_only():
+    """The committed ``gold_chains.json`` files (what two Keqing reports tally of gold chains, kept so the reports
+    regenerate without the data) hold MetaQA relation names, counts and hashes: no qid, no question, no answer."""
+    import json
+    import re
+
+    from kgqa_lib.paths import repo_root
+
+    files = sorted((repo_root() / "results" / "bench" / "runs").glob("*/gold_chains.json"))
+    assert files
+    relation = re.compile(r"^\^?[a-z_]+( / \^?[a-z_]+)*$")  # a relation, or a chain of them joined by " / "
+    for f in files:
+        def walk(x, key=""):
+            if isinstance(x, dict):
+                for k, v in x.items():
+                    walk(v, k)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v, key)
+            elif isinstance(x, str):
+                assert (key == "items" and re.fullmatch(r"[0-9a-f]{16}", x)) or relation.match(x), (f.name, key, x)
+            else:
+                assert isinstance(x, (int, float)), (f.name, key, x)
+
+        walk(json.loads(f.read_text(encoding="utf-8")))
