@@ -552,7 +552,7 @@ def test_bench_run_with_another_model_estimates_and_refuses_unknown_models(tmp_p
         assert main(["bench", "run", table, "--llm", "local:qwen2.5-0.5b"]) == 0
         out = capsys.readouterr().out
         assert out.startswith(f"{table} with qwen2.5-0.5b-instruct-q4: ")
-        k = core.completeness(bench.get_table(table), model="qwen2.5-0.5b-instruct-q4")
+        k = core.completeness(bench.get_table(table), runs=core.runs_dir(), model="qwen2.5-0.5b-instruct-q4")  # as the CLI
         if k["complete"] == k["cells"]:
             assert "nothing to run: every cell has its planned questions" in out
             continue
