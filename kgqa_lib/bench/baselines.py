@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain, summarize
-from .core import kept_text, Cell, Effect, Records, Table, keep_prediction, register
+from .core import kept_text, partial, Cell, Effect, Records, Table, keep_prediction, register
 from .result_table import ResultTable, table
 
 KEEP = ("dataset", "qid", "kind", "metrics", "error", "llm", "kg", "seconds", "method", "model_id", "engine", "config_hash", "config")
@@ -263,6 +263,7 @@ def floor_table(records: Records, keqing: Records) -> ResultTable:
     rows = []
     for h in FLOOR_HOPS:
         pub, floor = records(f"tog_metaqa_{h}hop"), records(f"tog_floor_metaqa_{h}hop")
+        running = partial(floor, TABLE_METAQA.cell(f"tog_floor_metaqa_{h}hop"))  # "partial k/N", or None
         shared = {r["qid"] for r in floor} & {r["qid"] for r in pub}
         if floor:  # paired: the published row on the floor's questions
             pub = [r for r in pub if r["qid"] in shared]
@@ -275,7 +276,8 @@ def floor_table(records: Records, keqing: Records) -> ResultTable:
             qids = {r["qid"] for r in recs}
             base = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in qids]
             kg = format_gain(paired_gain(recs, base, "hits@1")) + f" (n={len(base)})" if recs and base else "—"
-            rows.append([h, label, f"`{cell}`", len(recs), _cell(recs, "hits@1"), _cell(recs, "f1"),
+            rows.append([h, label, f"`{cell}`", f"{len(recs)} (floor cell {running}: the same questions both ways)"
+                         if running else len(recs), _cell(recs, "hits@1"), _cell(recs, "f1"),
                          _cell(recs, "exact_match"), g or "—", _cell(base, "hits@1") if base else "—", kg,
                          *_costs(recs), _tog_profile(recs) if recs else ""])
     return table("floor", "ToG with a depth floor (a deviation from ToG)",
