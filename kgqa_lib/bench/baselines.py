@@ -298,7 +298,35 @@ def floor_section(records: Records, keqing: Records) -> list[str]:
              "stop it before a path can reach the answer. Both ways on the same questions (the floor's cell holds "
              f"the same {METAQA_SAMPLE} questions per hop as `tog_metaqa_{{k}}hop`; rows are restricted to the "
              "questions both answered), gains paired (bootstrap 95% CI, points).", ""]
-    return lines + [floor_table(records, keqing).markdown()]
+    return lines + [floor_table(records, keqing).markdown(), "", *floor_conclusion(records, keqing)]
+
+
+def floor_conclusion(records: Records, keqing: Records) -> list[str]:
+    """What the floor shows per hop, in words, from the records: how much of Keqing's lead over ToG as published
+    the floor takes away (the part owed to the judge stopping early) and what remains; for a floor cell still
+    running, that there is no conclusion yet."""
+    out = []
+    for h in FLOOR_HOPS:
+        pub, floor = records(f"tog_metaqa_{h}hop"), records(f"tog_floor_metaqa_{h}hop")
+        running = partial(floor, TABLE_METAQA.cell(f"tog_floor_metaqa_{h}hop"))
+        if not floor or running:
+            out.append(f"- {h}-hop: " + (f"the floor cell is still running ({running}); no conclusion yet." if running
+                                          else "the floor cell has not run yet."))
+            continue
+        shared = {r["qid"] for r in floor} & {r["qid"] for r in pub}
+        pub, floor = [r for r in pub if r["qid"] in shared], [r for r in floor if r["qid"] in shared]
+        keq = [r for r in keqing(f"keqing_full_{h}hop") if r["qid"] in shared]
+        if not keq:
+            continue
+        lift = paired_gain(floor, pub, "hits@1")
+        before, after = paired_gain(keq, pub, "hits@1"), paired_gain(keq, floor, "hits@1")
+        verdict = ("the judge stopping early accounts for part of ToG's deficit" if lift[1] > 0 else
+                   "the floor does not change ToG's score here (the interval spans 0)" if lift[2] >= 0 else
+                   "the floor lowers ToG's score")
+        out.append(f"- {h}-hop (n={len(shared)}): the floor moves ToG's Hits@1 {format_gain(lift)}; Keqing's lead over "
+                   f"ToG is {format_gain(before)} as published and {format_gain(after)} with the floor: {verdict}"
+                   + ("; the rest is ToG's search and answers with this model." if after[1] > 0 else "."))
+    return out
 
 
 def metaqa_table(records: Records, keqing: Records) -> ResultTable:

@@ -115,6 +115,13 @@ def test_the_floor_section_pairs_tog_both_ways_and_reads_not_run_yet_without_rec
     assert "judge skipped (depth floor 2): at 5 depths" in row
     published = next(r for r in text.splitlines() if "`tog_metaqa_2hop`" in r)
     assert f"{running} 40.0 [" in published  # the published row on the floor's questions
+    assert "- 2-hop: the floor cell is still running (partial 5/100); no conclusion yet." in text  # no words yet
+    pub = [_scored(f"q{i}", float(i < 10), depth=1) for i in range(100)]
+    keq = [_scored(f"q{i}", 1.0) for i in range(100)]
+    floor = [_scored(f"q{i}", float(i < 50), depth=3, floor=2) for i in range(100)]  # complete: +40 for ToG
+    words = baselines.floor_conclusion(records(floor), keqing)
+    assert words[0].startswith("- 2-hop (n=100): the floor moves ToG's Hits@1 +40.0 [")
+    assert "as published and +50.0 [" in words[0] and "accounts for part of ToG's deficit" in words[0]
 
 
 def test_strip_keeps_the_depth_floor_counts_only_when_set():
