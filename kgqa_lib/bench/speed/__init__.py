@@ -9,9 +9,11 @@
 - :mod:`.faults` — ``kgqa run`` under a full disk, locked/read-only/damaged caches, bad replies, a kill.
 - :mod:`.throughput` — samples of one prompt (SC, KB-BINDER) decoded together vs one request at a time;
 - :mod:`.reuse` — every method's recorded requests: in-process one at a time, saved prefix states, the managed server.
+- :mod:`.engines` — one engine with every core vs several engines (processes) splitting the questions.
 
 ``kgqa bench list`` shows them with their options; ``kgqa bench run NAME [--option VALUE …]``
 measures (an estimate first, ``--yes`` to run), writes ``results/bench/NAME.json`` and the report
 beside it; ``kgqa bench report --check`` regenerates each report from its committed JSON."""
 
-from . import distributed, embed, faults, foundation, hostile_parsers, hostile_queries, reuse, scaleout, throughput  # noqa: F401  (register)
+from . import (distributed, embed, engines, faults, foundation, hostile_parsers, hostile_queries, reuse,  # noqa: F401
+               scaleout, throughput)  # (register)
