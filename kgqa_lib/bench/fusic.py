@@ -134,6 +134,12 @@ MINIWORLD = ("geo2cinema", "cinema2geo")
 #: Table 2's main rows, in the order notebook 21's figure shows them (the deviations are in its table only)
 MAIN_CONFIGS = ("fs_dense", "zs_dense", "fs_bm25", "zs_bm25", "fs_both", "zs_both", "fs_naive", "kbbinder_fs",
                 "kbbinder_zs", "io", "langchain")
+#: the rows of the paper's Table 2 among ours (the other cells are deviations, ablations and sweeps)
+TABLE2_CONFIGS = (*MAIN_CONFIGS, "fs_gfllm", "zs_gfllm")
+#: our labelled deviations from Table 2's configurations (each one setting of a Table 2 row changed), shown in the
+#: Table 2 analogue after its rows; the ablations, the target shots and the exemplar counts have their own sections
+TABLE2_DEVIATIONS = ("fs_dense_paths3", "fs_dense_values", "fs_dense_paperfb", "fs_dense_rrsexpr", "fs_naive_egf",
+                     "fs_naive_dsex", "fs_dense_dsex")
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
 #: the configurations with one retriever the MetaQA target is checked on ("with one retriever")
 TARGET_CONFIGS = ("fs_dense", *DEPTH, "fs_bm25", "zs_dense", "zs_bm25", SHOTS[25], SHOTS[100])
@@ -296,8 +302,9 @@ PAPER = {
     "fs_gfllm": ("Table 2, few-shot, gf-LLM", "61.2"),
     "zs_gfllm": ("Table 2, zero-shot, gf-LLM", "42.8"),
 }
-PAPER_FULL_T3 = 70.8  # Table 3, few-shot, FuSIC-KBQA(T), W→GI-T: the ablations' reference
-PAPER_FULL_T3_ZS = 68.4  # Table 3, zero-shot, FuSIC-KBQA(T), W→GI-T: the zero-shot ablations' reference
+# Table 3's FuSIC-KBQA(T) rows repeat Table 2's (W→GI-T, few- and zero-shot): the ablations' references
+PAPER_FULL_T3 = float(PAPER["fs_dense"][1])
+PAPER_FULL_T3_ZS = float(PAPER["zs_dense"][1])
 RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see DIFFERS_ALL)
     "fs_dense": "dense = MiniLM bi-encoder fine-tuned on the source and the 5 shots, for TIARA's retriever",
     "fs_dense_paths3": "as fs_dense, but candidate paths of up to 3 relations (max_path_hops=3) for the question and "
@@ -370,7 +377,10 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
                 "shown as s-expressions, paths_as=logical_form), one LLM call per question (egf_rounds=0), 5 "
                 "exemplars picked by BM25 as KB-Binder's, the closest last (exemplar_choice=bm25), among the 5 target "
                 "shots the retriever is fine-tuned on, so BM25 only orders them (the paper's gf-LLM picks 5 of its 100 "
-                "shots); the paper's gf-LLM drops the synthetic data of Shu and Yu (2024), as this does",
+                "shots); the paper's gf-LLM drops the synthetic data of Shu and Yu (2024), as this does. A caveat: the "
+                "prompt holds the retriever's top-k paths beside its relations and types (TIARA's retrieval includes "
+                "paths, appendix A.1.1), where appendix A.7 describes gf-LLM as \"selecting top-k schema elements "
+                "directly from the supervised retriever\" and does not say whether paths were among them",
     "zs_gfllm": "as fs_gfllm, zero-shot: the dense retriever of zero-shot FuSIC(T) (trained on the source only), the "
                 "5 exemplars picked by BM25 from the source questions",
 }
@@ -405,7 +415,9 @@ DIFFERS_ALL = ("Everywhere: the local Qwen2.5-Coder-1.5B (Q4, 8k context) instea
 PAPER_T7 = {"few-shot": {"TIARA": 5.0, "FuSIC-KBQA(T)": 3.2, "Pangu": 27.0, "FuSIC-KBQA(P)": 27.0, "FuSIC-KBQA(T,P)": 2.8},
             "zero-shot": {"TIARA": 8.6, "FuSIC-KBQA(T)": 3.2, "Pangu": 47.8, "FuSIC-KBQA(P)": 47.8, "FuSIC-KBQA(T,P)": 2.6}}
 PAPER_EGF = {"few-shot": (71.6, 74.4, 74.6, 74.6, 74.6), "zero-shot": (66.7, 68.6, 70.8, 71.2, 71.4)}  # sec. 4.2.2, T,P
-PAPER_SHOTS = {0: 73.6, 1: 70.5, 3: 72.3, 5: 74.6}  # sec. 4.2.2: exemplars in the prompt → F1, FuSIC-KBQA(T,P), W→GI-T
+#: sec. 4.2.2: exemplars in the prompt → F1, FuSIC-KBQA(T,P), W→GI-T; 0/1/3 from :data:`PAPER`'s exemplar cells, 5 is
+#: Table 2's few-shot FuSIC-KBQA(T,P), the same value (:func:`exemplar_study_reading`)
+PAPER_SHOTS = {**{n: float(PAPER[c][1]) for n, c in EXEMPLARS.items() if n != 5}, 5: float(PAPER["fs_both"][1])}
 PAPER_STAGE_S = {"retrieval": 14.4, "rerank": 9.6, "generation": 14.4, "feedback": 18.9}  # appendix A.5
 PAPER_CALLS = 4.7  # Limitations: 3 re-rank + 1 generation + 0.7 EGF calls (GrailQA→WebQSP, one retriever)
 TARGET_F1, TARGET_CALLS = 0.80, 4.7  # a target this project set on MetaQA: one retriever, every hop
@@ -803,8 +815,25 @@ def shots_section(t: ResultTable) -> list[str]:
             "rows differ in fine-tuning only. 25 and 100: the pool's 10 and then further MetaQA dev questions outside "
             "the sampled question set (none is a reported question). Paper, column W→GI-T, FuSIC-KBQA(T): zero-shot "
             f"{PAPER['zs_dense'][1]} and few-shot {PAPER['fs_dense'][1]} (Table 2; its few-shot runs sample 100 target "
-            "shots, sec. 4.1). Its own study of shots (sec. 4.2.2, FuSIC-KBQA(T,P)) varies the exemplars in the prompt, "
-            "not the fine-tuning: " + ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items()) + ".", "", _md(t)]
+            "shots, sec. 4.1). Its own study of shots (sec. 4.2.2, FuSIC-KBQA(T,P)) varies the exemplars in the prompt: "
+            + ", ".join(f"{k} → {v}" for k, v in PAPER_SHOTS.items()) + ". " + exemplar_study_reading(), "", _md(t)]
+
+
+def exemplar_study_reading() -> str:
+    """What the paper's numbers say of its study of shots (sec. 4.2.2), which does not say whether the retrievers
+    stay fine-tuned on the target shots: its 5-shot value against Table 2's few-shot FuSIC-KBQA(T,P), its 0-shot
+    value against Table 2's zero-shot one (from :data:`PAPER_SHOTS` and :data:`PAPER`), and the other reading of
+    "0 shots" (sec. 3's zero-shot substitution of source exemplars)."""
+    (few_where, few), (zero_where, zero) = PAPER["fs_both"], PAPER["zs_both"]
+    five, none = PAPER_SHOTS[5], PAPER_SHOTS[0]
+    same = lambda a, b: "equals" if a == float(b) else "differs from"  # noqa: E731
+    kept = five == float(few) and none != float(zero)
+    return (f"Sec. 4.2.2 does not say whether the retrievers stay fine-tuned: its 5-shot value ({five}) "
+            f"{same(five, few)} {few_where} ({few}) and its 0-shot value ({none}) {same(none, zero)} {zero_where} "
+            f"({zero})" + (", so the study reads as the few-shot runs with the fine-tuning kept and fewer exemplars "
+                           "shown" if kept else ", so the numbers do not tell whether the fine-tuning was kept")
+            + ". Its \"0 shots\" could also mean source exemplars in their place (sec. 3's zero-shot substitution of "
+            "the target exemplars); our 0-exemplar cells show none.")
 
 
 def _said_gain(recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> str:
@@ -946,10 +975,11 @@ def exemplars_table(rec) -> ResultTable:
         for n, config in EXEMPLARS.items():
             recs = rec(p, config)
             rows.append([PAIRS[p][4], n, cell_name(p, config), len(recs), _f1(recs),
-                         "—" if n == 5 else _gain(recs, five), PAPER_SHOTS[n]])
+                         "—" if n == 5 else _gain(recs, five), PAPER_SHOTS[n],
+                         "—" if n == 5 else f"{PAPER_SHOTS[n] - PAPER_SHOTS[5]:+.1f}"])
     return table("exemplars", "Number of exemplars in the prompt (sec. 4.2.2), paired over the same questions",
                  ["pair", "exemplars", "cell", "n", "F1 [95% CI]", "− 5 exemplars (paired) [95% CI]",
-                  "paper (sec. 4.2.2, FuSIC-KBQA(T,P), W→GI-T)"], rows)
+                  "paper (sec. 4.2.2, FuSIC-KBQA(T,P), W→GI-T)", "paper − 5 exemplars"], rows)
 
 
 def exemplars_section(t: ResultTable) -> list[str]:
@@ -957,10 +987,11 @@ def exemplars_section(t: ResultTable) -> list[str]:
     return ["", f"## {t.title}", "",
             "The paper's study of shots (sec. 4.2.2, WebQSP→GrailQA-Tech, FuSIC-KBQA(T,P), few-shot) varies the "
             f"exemplars shown in the prompt — exemplars → F1: {paper} — and finds fewer shots usable when the "
-            "exemplars are diverse. Ours: FuSIC(T) few-shot (the dense retriever, fine-tuned on the same 5 target "
-            "shots in every row), the prompt showing n of the 5: the pool's first n, each as the 5-exemplar prompt "
-            "shows it (0: none; MetaQA's pool is dealt over the hops, so 1 exemplar is a 1-hop question and 3 are "
-            "one per hop). 5 is `fs_dense`. Each row's gain is over 5 exemplars on the same questions.", "", _md(t)]
+            "exemplars are diverse. " + exemplar_study_reading() + " Ours: FuSIC(T) few-shot (the dense retriever, "
+            "fine-tuned on the same 5 target shots in every row), the prompt showing n of the 5: the pool's first n, "
+            "each as the 5-exemplar prompt shows it (0: none; MetaQA's pool is dealt over the hops, so 1 exemplar is a "
+            "1-hop question and 3 are one per hop). 5 is `fs_dense`. Each row's gain is n exemplars minus 5 on the "
+            "same questions; the paper's difference is its n-shot value minus its 5-shot one.", "", _md(t)]
 
 
 def gfllm_table(rec) -> ResultTable:
@@ -990,7 +1021,13 @@ def gfllm_section(t: ResultTable) -> list[str]:
             "the same way) gives the KB context — its own top k, no LLM re-ranking — and the LLM writes an "
             "s-expression with in-context exemplars picked by BM25 as KB-Binder's, in one call (no execution "
             "feedback). Ours: `" + "`, `".join(GFLLM[k][0] for k in GFLLM) + "`, the dense retriever of FuSIC(T)'s "
-            "cells; the gain is FuSIC(T) minus gf-LLM, as the paper's.", "", _md(t)]
+            "cells. Two caveats. Its prompt holds the retriever's top-k paths beside its relations and types (TIARA's "
+            "retrieval includes paths, appendix A.1.1), where appendix A.7 describes gf-LLM as \"selecting top-k "
+            "schema elements directly from the supervised retriever\" and does not say whether paths were among them. "
+            "Few-shot, BM25 picks its 5 exemplars among the 5 target shots the retriever is fine-tuned on, so it only "
+            "reorders them (the paper's gf-LLM picks 5 of its 100 shots). The gain here is FuSIC(T) minus gf-LLM, as "
+            "the paper's; the Table 2 analogue shows the same pairs the other way round, gf-LLM minus FuSIC(T) (each "
+            "of its rows minus FuSIC(T)).", "", _md(t)]
 
 
 def table1_section() -> list[str]:
@@ -1034,12 +1071,16 @@ def langchain_section(t: ResultTable) -> list[str]:
 
 
 def table2_table(rec) -> ResultTable:
-    """The Table 2 analogue: every cell's F1, its paired gain over the FuSIC(T) cell it is compared with
-    (:data:`BASELINE_OF`), the paper's value and its cost per question (what differs from the paper:
+    """The Table 2 analogue: the cells of Table 2's configurations and of our deviations from them
+    (:data:`TABLE2_CONFIGS`, :data:`TABLE2_DEVIATIONS`; the ablations, target shots and exemplar counts have
+    their own tables), each cell's F1, its paired gain — the row minus the FuSIC(T) cell it is compared with
+    (:data:`BASELINE_OF`) —, the paper's value and its cost per question (what differs from the paper:
     :func:`deviations_table`, each deviation once)."""
     rows = []
     for c in CELLS:
         pair, config = c.name.split(".")
+        if config not in (*TABLE2_CONFIGS, *TABLE2_DEVIATIONS):
+            continue
         recs = rec(pair, config)
         where, value = PAPER[config]
         row = summarize(recs) if recs and not partial_label(recs) else None  # a cell still running: no costs yet
@@ -1049,7 +1090,8 @@ def table2_table(rec) -> ResultTable:
         base = rec(pair, against) if config != against else []
         rows.append([PAIRS[pair][4], CONFIGS[config][2], len(recs), _f1(recs), _gain(recs, base), f"{value} ({where})",
                      *cost])
-    return table("table2", "Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, naive FS-ICL",
+    return table("table2", "Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, gf-LLM, naive FS-ICL, "
+                           "our deviations",
                  ["pair", "configuration", "n", "F1 [95% CI]",
                   "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)", "paper (W→GI-T)",
                   "calls/q", "tokens/q", "s/q", "cache hits"], rows)
@@ -1063,7 +1105,7 @@ def _pairs_of(configs: tuple[str, ...] | list[str]) -> str:
 
 def deviations_table() -> ResultTable:
     """What differs from the paper beyond what every row shares (:data:`DIFFERS_ALL`), each deviation once
-    with the Table 2 analogue's rows it applies to: per pair (:data:`PAIR_NOTE`), per configuration
+    with the cells it applies to (in the Table 2 analogue and the sections after it): per pair (:data:`PAIR_NOTE`), per configuration
     (:data:`RETRIEVER_NOTE`; configurations with the same note share a row) and the naive baseline on MetaQA."""
     rows = []
     for note in PAIR_NOTE.values():
@@ -1080,7 +1122,7 @@ def deviations_table() -> ResultTable:
         rows.append([f"{'; '.join(f'`{c}` {CONFIGS[c][2]}' for c in naive)} — on MetaQA",
                      _naive_note(METAQA[0]).removeprefix("; ")])
     return table("deviations", "What differs from the paper, row by row",
-                 ["applies to (Table 2 analogue rows)", "what differs"], rows)
+                 ["applies to (the rows of the Table 2 analogue and of the sections below)", "what differs"], rows)
 
 
 def withdrawn_lines(rec) -> list[str]:
@@ -1286,7 +1328,14 @@ def report(records: Records) -> str:
              f"on GrailQA-Tech says \"{FRAGMENT}\": its KB is one fragment holding the questions' own gold facts. "
              + DIFFERS_ALL]
     lines += questions_section(t["questions"]) + choices_section(rec) + table1_section()
-    lines += ["", f"## {t['table2'].title}", "", _md(t["table2"], tail="  | | |  |"), "",
+    lines += ["", f"## {t['table2'].title}", "",
+              "The paper's Table 2 configurations (FuSIC(T), (P) and (T,P), KB-BINDER, gf-LLM, the naive baseline), "
+              "our peers on MetaQA (IO, LangChain), then our deviations from those rows, each labelled; the ablations, "
+              "the target shots and the exemplar counts have their own sections below (every cell's costs: \"Cost per "
+              "question by stage\"). The paired column is each row minus the cell it is compared with: FuSIC(T) "
+              "few-shot; for a zero-shot row other than FuSIC(T)'s own, FuSIC(T) zero-shot; for `fs_naive_dsex`, the "
+              "naive baseline. For gf-LLM that is gf-LLM − FuSIC(T); its own section shows FuSIC(T) − gf-LLM, as the paper "
+              "states the gap.", "", _md(t["table2"], tail="  | | |  |"), "",
               f"### {t['deviations'].title}", "",
               "Beyond what every row shares (above), each deviation once, with the rows it applies to: by pair, "
               "by configuration (its cell suffix, then the pairs it runs on), and the naive baseline on MetaQA.", "",
@@ -1447,8 +1496,6 @@ def figure_ablations(records: Records):
 
 
 # ---------------------------------------------------------------- what the notebooks show of it
-#: the rows of the paper's Table 2 among ours (the other cells are deviations, ablations and sweeps)
-TABLE2_CONFIGS = (*MAIN_CONFIGS, "fs_gfllm", "zs_gfllm")
 #: the columns of the Table 2 analogue a notebook shows per pair (the report has the costs too; what differs:
 #: :func:`deviations_table`)
 TABLE2_COLUMNS = ("configuration", "n", "F1 [95% CI]", "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)",
@@ -1665,17 +1712,55 @@ def _reversals(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...]) -> str
     return text
 
 
+def unfinished(records: Records, configs: tuple[str, ...], pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str | None:
+    """None when every cell of ``configs`` on ``pairs`` is complete; else what a summary says in place of a
+    conclusion: ``not run yet`` (no records in any of them) or ``still running (k of N cells complete)`` (a
+    cell without records or still running, :func:`cell_records`, counts as not complete)."""
+    recs = [cell_records(records, cell_name(p, c)) for c in configs for p in pairs]
+    done = sum(1 for r in recs if r and not r.partial)
+    if done == len(recs):
+        return None
+    return f"still running ({done} of {len(recs)} cells complete)" if any(recs) else "not run yet"
+
+
+def _zero_shot_and_exemplars(records: Records, pairs: tuple[str, ...]) -> list[str]:
+    """Notebook 22's summary on Table 3's zero-shot half and the number of exemplars in the prompt (sec.
+    4.2.2): their paired differences beside the paper's once every cell of each is complete, else
+    :func:`unfinished`'s words and no number."""
+    zs = "Table 3's zero-shot half (FuSIC(T) zero-shot with one component removed, paired, points, MetaQA 1/2/3-hop " \
+         "and GrailQA-Tech): "
+    state = unfinished(records, ZS_ABLATIONS, pairs) or unfinished(records, ("zs_dense",), pairs)
+    if state:
+        zs += state + "."
+    else:
+        gains = {(g["pair"], g["ablation"]): g["gain"] for g in ablation_gains(records, "zero-shot")}
+        zs += "; ".join(f"{CONFIGS[a][2]} {_pts([100 * gains[(p, a)][0] if gains[(p, a)] else None for p in pairs], True)}"
+                        f" (the paper: {float(PAPER[a][1]) - PAPER_FULL_T3_ZS:+.1f})" for a in ZS_ABLATIONS) + "."
+    ex = "Fewer exemplars in the prompt (sec. 4.2.2; n − 5 exemplars, paired, points, the same pairs): "
+    fewer = tuple(c for n, c in EXEMPLARS.items() if n != 5)
+    state = unfinished(records, fewer, pairs) or unfinished(records, (EXEMPLARS[5],), pairs)
+    if state:
+        ex += state + "."
+    else:
+        ex += "; ".join(
+            f"{n}: {_pts([100 * g[0] if (g := _paired(records, p, c, EXEMPLARS[5])) else None for p in pairs], True)} "
+            f"(the paper, FuSIC-KBQA(T,P): {PAPER_SHOTS[n] - PAPER_SHOTS[5]:+.1f})"
+            for n, c in EXEMPLARS.items() if n != 5) + "."
+    return [zs, ex]
+
+
 def summary_ablations(records: Records) -> str:
     """Notebook 22's summary, from the records: Table 3's paired differences per ablation beside the
-    paper's, where ours goes the other way, what the feedback rounds do (and how many repeat their
-    query), and Table 7's error rate before and after the LLM's re-ranking."""
+    paper's, where ours goes the other way, the zero-shot ablations and the number of exemplars (or that
+    they are still running), what the feedback rounds do (and how many repeat their query), and Table 7's
+    error rate before and after the LLM's re-ranking."""
     pairs = (*METAQA, "gtech")
     gains = {(g["pair"], g["ablation"]): g["gain"] for g in ablation_gains(records)}
     parts = ["Removing one component of FuSIC(T) few-shot changes F1 by (paired, points, MetaQA 1/2/3-hop and "
              "GrailQA-Tech): " + "; ".join(
                  f"{CONFIGS[a][2]} {_pts([100 * gains[(p, a)][0] if gains[(p, a)] else None for p in pairs], True)} "
                  f"(the paper: {float(PAPER[a][1]) - PAPER_FULL_T3:+.1f})" for a in ABLATIONS) + ".",
-             _reversals(gains, pairs)]
+             _reversals(gains, pairs), *_zero_shot_and_exemplars(records, pairs)]
     rep = []
     for p in METAQA:
         full = cell_records(records, cell_name(p, "fs_dense"))

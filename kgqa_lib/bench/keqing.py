@@ -34,9 +34,9 @@ import numpy as np
 
 from ..evaluate.metrics import bootstrap_ci
 from ..evaluate.report import format_gain, paired_gain, summarize
-from ..methods.keqing import KeqingSettings
+from ..methods.keqing import DENSE_MAX_SEEDS, DENSE_PER_SEED, KeqingSettings
 from .baselines import KEQING_OVER_KBBINDER
-from .core import Cell, Records, Table, keep_prediction, read_json, register, write_json
+from .core import Cell, Records, Table, keep_prediction, partial, read_json, register, write_json
 from .result_table import ResultTable, table
 
 PAPER = {1: 98.4, 2: 99.9, 3: 99.6}  # Keqing-LLaMA (Ours), LoRA-fine-tuned LLaMA-7B (paper, Table 2; no split named)
@@ -440,7 +440,9 @@ def report_full(records: Records) -> str:
              "Default settings (candidate selection by the LLM, then a response). `decomposition only`: the",
              "`keqing_metaqa` run on the same questions; gains in points with a paired bootstrap 95% CI. The paper's",
              "column: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table",
-             "names no split).", "", _md(t["four_stages"]),
+             "names no split). The default leaves out the dense supplement (`dense_supplement=0`), which the paper's",
+             "sec. 3.2 says it included \"in practice\" (with no number for it): the paper's column was probably made",
+             "with it; keqing_ablations' dense cells measure what it changes.", "", _md(t["four_stages"]),
              "", "## Candidate reasoning and response", "",
              "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions "
              "whose candidates hold a gold answer; `precision` — selected candidates that are gold; `recall` — gold "
@@ -594,6 +596,35 @@ DENSE_N = 10  # triples the dense-supplement cells add (the paper names no numbe
 PARTS = (("keqing_dense", f"dense_supplement={DENSE_N}", f"dense supplement, {DENSE_N} triples (sec. 3.2)"),
          ("keqing_text", "candidates=text", "candidates as text (sec. 3.3)"),
          ("keqing_released", "pipeline=released", "as released by its authors (1-hop facts, no response)"))
+DENSE_LABEL, TEXT_LABEL, RELEASED_LABEL = (label for _, _, label in PARTS)  # their rows (notebook 32 shows each)
+#: the paper on the supplement (sec. 3.2), which it gives no number for: its results were probably made with it
+DENSE_IN_PRACTICE = ("In practice, we note that the triplets retrieved by DPR (Karpukhin et al., 2020) will also be "
+                     "included as supplementary answer candidates to broaden the knowledge retrieval results")
+#: the paper on the two formats of the candidates (sec. 3.3): rules for training-free LLMs, text for fine-tuned ones
+FORMAT_IN_PRACTICE = ("In practice, we found that the first method is suitable for training-free LLMs, such as ChatGPT, "
+                      "and the second method is suitable for LLMs that requires the stage of finetuning, such as LLaMA")
+
+
+def dense_disclosure(compared: str = "keqing_full's comparison with the paper's Table 2",
+                     measured: str = "the dense cells measure what it changes") -> str:
+    """What the paper says of the dense supplement and what our default leaves out (the reports that name it):
+    ``compared``, what leaves it out beside the paper's numbers; ``measured``, which cells measure what it changes."""
+    return (f"Sec. 3.2: \"{DENSE_IN_PRACTICE}.\" The paper gives no number for the supplement (no result with and "
+            "without it), so its reported numbers were probably made with it; our default leaves it out "
+            f"(`dense_supplement=0`), and so does {compared} — {measured}")
+
+
+def dense_description() -> str:
+    """The dense supplement as implemented (`dense_supplement`), in the words both reports use."""
+    return (f"up to {DENSE_N} triples around a sub-question's seeds, ranked by sentence-embedding similarity with it "
+            "(all-MiniLM-L6-v2 standing for the paper's DPR) and reaching entities the chains did not, join the chains' "
+            "candidates within the room the selection bound leaves (the paper: 'if there remains additional token "
+            "budget'; it names no number: ours was fixed before any run). The search space is bounded and local: "
+            f"the first {DENSE_MAX_SEEDS} seeds in the order they were reached and, around each, the first "
+            f"{DENSE_PER_SEED} triples in the store's order (not ranked: a hub's other triples are never seen) — DPR "
+            "searches the whole knowledge base, ours only the seeds' 1-hop neighbourhood. A sub-question whose chains "
+            "reach one candidate, which makes no selection call by default, makes one with the supplement's candidates "
+            "beside it")
 
 
 ABLATION_COLUMNS = ("configuration", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "gain over default", "chain right / seed right",
@@ -628,43 +659,70 @@ def _ablation_cells(label: str, recs: list[dict[str, Any]], base: list[dict[str,
             f"{row['calls/q']:.2f}", f"{row['tokens/q']:.0f}", f"{row['s/q']:.1f} ({row['cache_hits'] / row['n']:.2f})"]
 
 
+def _hop_cells(h: int) -> dict[str, str]:
+    """The ablation cells of one hop: row label → cell name (K, the chain directly, the last sub-question only
+    from 2 hops, the parts beyond the figures)."""
+    cells = {f"K = {k}": f"keqing_k{k}_{h}hop" for k in KS}
+    cells[CHAIN_LABEL] = f"keqing_chain_{h}hop"
+    if h > 1:  # one sub-question: the same as the default
+        cells[LAST_LABEL] = f"keqing_last_{h}hop"
+    cells.update({label: f"{prefix}_{h}hop" for prefix, _, label in PARTS})
+    return cells
+
+
 def _hop_runs(records: Records, full: Records, h: int) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
     """The ablation cells of one hop (label → records) and the default's records on their questions."""
-    runs = {f"K = {k}": records(f"keqing_k{k}_{h}hop") for k in KS}
-    runs[CHAIN_LABEL] = records(f"keqing_chain_{h}hop")
-    if h > 1:  # one sub-question: the same as the default
-        runs[LAST_LABEL] = records(f"keqing_last_{h}hop")
-    for prefix, _, label in PARTS:
-        runs[label] = records(f"{prefix}_{h}hop")
+    runs = {label: records(name) for label, name in _hop_cells(h).items()}
     qids = set().union(*({r["qid"] for r in v} for v in runs.values()))
     base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if qids else []
     return runs, base
 
 
+def running_cells(records: Records) -> dict[str, str]:
+    """The ablation cells still running: cell name → ``partial k/N`` (records of some, not all, of its planned
+    questions). The report never scores them: their rows say ``partial k/N`` and nothing is concluded from them."""
+    return {c.name: p for c in TABLE_ABLATIONS.cells if (p := partial(records(c.name), c))}
+
+
+class _Scored:
+    """``records`` with the cells of ``running`` read as ``[]`` (never scored); ``folder`` as ``records``'."""
+
+    def __init__(self, records: Records, running: dict[str, str]) -> None:
+        self.records, self.running, self.folder = records, running, getattr(records, "folder", None)
+
+    def __call__(self, cell: str) -> list[dict[str, Any]]:
+        return [] if cell in self.running else self.records(cell)
+
+
 def ablation_tables(records: Records) -> dict[str, ResultTable]:
     """The keqing_ablations report's tables as data: every configuration per hop (a bold ``**h-hop**``
-    row heads each hop: :func:`by_hop` makes it an index level), the ceiling target, the parts beside the default."""
+    row heads each hop: :func:`by_hop` makes it an index level), the ceiling target, the parts beside the default.
+    A cell still running (:func:`running_cells`) reads ``partial k/N``, unscored."""
     from .core import get_table
 
     full = Records(get_table("keqing_full"))
+    running = running_cells(records)
+    scored = _Scored(records, running)
     body: list[list[Any]] = []
     target: list[list[Any]] = []
     for h in HOPS:
-        runs, base = _hop_runs(records, full, h)
+        runs, base = _hop_runs(scored, full, h)
+        names = _hop_cells(h)
         body.append(_not_run(len(ABLATION_COLUMNS), f"**{h}-hop**"))
         if base:
             body.append(_ablation_cells(DEFAULT_LABEL, base, []))
         for label, recs in runs.items():
-            body.append(_ablation_cells(label, recs, base, chains=label != PARTS[2][2]) if recs else
-                        _not_run(len(ABLATION_COLUMNS), label, 0, "not run yet"))
+            body.append(_ablation_cells(label, recs, base, chains=label != RELEASED_LABEL) if recs else
+                        _not_run(len(ABLATION_COLUMNS), label, "", running[names[label]]) if names[label] in running
+                        else _not_run(len(ABLATION_COLUMNS), label, 0, "not run yet"))
         complete = [(lb, rs) for lb, rs in [(DEFAULT_LABEL, base), *runs.items()] if len(rs) >= ABLATION_SAMPLE]
         if complete:
-            ceil, n_ceil = ceiling(records, h, {r["qid"] for r in complete[0][1]})
+            ceil, n_ceil = ceiling(scored, h, {r["qid"] for r in complete[0][1]})
             target += [[h, lb, *_target_cells(rs, ceil, n_ceil)] for lb, rs in complete]
     return {"ablations": table("ablations", "Keqing ablations on MetaQA dev (our reported part)", ABLATION_COLUMNS, body),
             "target": table("target", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
                           ["hops", "configuration", "Hits@1", "ceiling", "− ceiling (points)", "calls/q", "met"], target),
-            "parts": parts_table(records, full)}
+            "parts": parts_table(scored, full, running)}
 
 
 def report_ablations(records: Records) -> str:
@@ -692,17 +750,10 @@ def report_ablations(records: Records) -> str:
              "one an earlier run made (the decomposition, a selection over the same candidates) is answered from the "
              "LLM cache, so later cells took fewer seconds. `chain right / seed right`: the decomposition's relation "
              "chain (for the logical chain directly: the written chain) equals the gold chain / its seed names link to "
-             "the topic entity (`—`: records older than the seed check; `n=a / b`: b of them have it). The parts of the "
-             "paper beyond its figures, and its authors' code, each on the same questions: `dense supplement` (sec. 3.2, "
-             f"`dense_supplement={DENSE_N}`): up to {DENSE_N} triples around a sub-question's seeds, ranked by "
-             "sentence-embedding similarity with it (all-MiniLM-L6-v2 standing for the paper's DPR) and reaching "
-             "entities the chains did not, join the chains' candidates within the room the selection bound leaves (the "
-             "paper: 'if there remains additional token budget'; it names no number: ours was fixed before any run); "
-             "`candidates as text` (sec. 3.3, `candidates=text`): the candidate facts serialised as sentences, the way the "
-             "paper finds suits fine-tuned models, instead of tuples explained in the instruction; `as released by its "
-             "authors` (`pipeline=released`, the released code's `chat.py`): after the same decomposition, every 1-hop "
-             "fact of each seed instead of templates and chains, one reasoning call per seed whose facts hold several "
-             "relations, and no response (its chain column reads `—`: it matches no template).", "",
+             "the topic entity (`—`: records older than the seed check; `n=a / b`: b of them have it). A cell still "
+             "running reads `partial k/N` and is not scored. The parts of the paper beyond its figures — the dense "
+             "supplement (sec. 3.2), candidates as text (sec. 3.3) — and its authors' released code, each on the same "
+             "questions: what each is, what the paper says of it and where ours departs, in their section below.", "",
              _md(t["ablations"]),
              "", "## Target on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
              "", "The target for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
@@ -724,16 +775,42 @@ def supplement_stats(recs: list[dict[str, Any]]) -> str:
             f"{last} of {len(recs)} questions answered with one")
 
 
-def parts_table(records: Records, full: Records) -> ResultTable:
+def supplement_calls(recs: list[dict[str, Any]]) -> int:
+    """Sub-questions whose chains reached one candidate (no selection call without the supplement) that made a
+    selection call with the supplement's candidates beside it (from the saved counts: candidates − supplement = 1)."""
+    return sum(1 for r in recs for x in r.get("reasoning") or []
+               if x.get("dense") and (x.get("n_candidates") or 0) - x["dense"] == 1 and (x.get("calls") or 0) >= 1)
+
+
+def selection_failures(recs: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """(empty, unmatched, selections): of the selection calls over several candidates (within the bound), those
+    whose answer selected nothing / named no candidate — each falls back to every candidate."""
+    calls = [x for r in recs for x in r.get("reasoning") or [] if x.get("mode") == "select"
+             and (x.get("n_candidates") or 0) > 1 and not x.get("over_bound") and (x.get("calls") or 0) >= 1]
+    return (sum(1 for x in calls if x.get("error") == "select_empty"),
+            sum(1 for x in calls if x.get("error") == "select_unmatched"), len(calls))
+
+
+def _failures(recs: list[dict[str, Any]]) -> str:
+    e, u, n = selection_failures(recs)
+    return f"empty {e}/{n}, unmatched {u}/{n}"
+
+
+def parts_table(records: Records, full: Records, running: dict[str, str] | None = None) -> ResultTable:
     """The dense supplement, the text format and the released code, each against the default on the same
-    questions: paired Hits@1, and what each changes (the supplement's share of the answers; the released
-    code's reasoning calls and facts over its bound)."""
+    questions: paired Hits@1, and what each changes (the supplement's share of the answers and the selection
+    calls it adds; the text format's empty and unmatched selections beside the default's; the released code's
+    reasoning calls, seeds over its bound and dropped names). ``running``: cells still running (cell name →
+    ``partial k/N``), whose rows say so, unscored."""
+    running = running or {}
     body = []
     for h in HOPS:
         for prefix, setting, label in PARTS:
-            recs = records(f"{prefix}_{h}hop")
+            name = f"{prefix}_{h}hop"
+            recs = [] if name in running else records(name)
             if not recs:
-                body.append([h, label, 0, "", f"not run yet (`{prefix}_{h}hop`, `--set {setting}`)", "", ""])
+                body.append([h, label, "" if name in running else 0, "",
+                             f"{running.get(name, 'not run yet')} (`{name}`, `--set {setting}`)", "", ""])
                 continue
             qids = {r["qid"] for r in recs}
             base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids]
@@ -742,11 +819,15 @@ def parts_table(records: Records, full: Records) -> ResultTable:
             steps = [x for r in recs for x in r.get("reasoning") or []]
             if prefix == "keqing_dense":
                 what = supplement_stats(recs)
+                what += f"; {supplement_calls(recs)} one-candidate sub-questions made a selection call with it" \
+                    if what != "no sub-question got a supplement" else ""
             elif prefix == "keqing_text":
-                what = f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} selection calls/q"
+                what = (f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} selection calls/q; selections "
+                        f"{_failures(recs)} (the default: {_failures(base)})")
             else:
                 what = (f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} reasoning calls/q; "
-                        f"{sum(1 for x in steps if x.get('over_bound'))} sub-questions with a seed over the bound")
+                        f"{sum(1 for x in steps if x.get('over_bound'))} sub-questions with a seed over the bound; "
+                        f"{sum(int(x.get('unmatched') or 0) for x in steps)} names matching no fact, dropped")
             hits = f"{np.mean([r['metrics']['hits@1'] for r in base]):.3f}" if base else "—"
             body.append([h, label, len(mine), hits,
                          f"{np.mean([r['metrics']['hits@1'] for r in mine]) if mine else float('nan'):.3f}",
@@ -756,15 +837,51 @@ def parts_table(records: Records, full: Records) -> ResultTable:
                   "what it changed"], body)
 
 
+def text_description() -> str:
+    """``candidates=text`` as implemented, what sec. 3.3 claims of the two formats and what that predicts here."""
+    return ("the candidate facts serialised as sentences (`s r o.`) instead of tuples `(s, r, o)` whose format the "
+            f"instruction explains. Sec. 3.3: \"{FORMAT_IN_PRACTICE}.\" Our model is not fine-tuned, so the paper "
+            "predicts text ≤ rules here; no number of the paper isolates the format. The cell changes the instruction "
+            "too, not only the format: `keqing_select_text` is the candidate-reasoning instruction of the paper's "
+            "Table 1 ('Use the following pieces of context …', with our reply line), where the default "
+            "`keqing_select` adds the tuple rules and 'give every answer the tuples support' — a difference is the two "
+            "together. `what it changed`: selection calls per question, and of its selection calls over several "
+            "candidates those whose answer selected nothing (`empty`) or named no candidate (`unmatched`; each falls "
+            "back to every candidate), beside the default's on the same questions")
+
+
+def released_description() -> str:
+    """``pipeline=released`` as implemented, and where it departs from the authors' ``chat.py``."""
+    s = KeqingSettings()
+    return ("the released code's `chat.py` after the same decomposition as the default: every 1-hop fact of each seed "
+            "instead of templates and chains, one reasoning call per seed whose facts hold several relations, and no "
+            "response (its chain column reads `—`: it matches no template). Where ours departs from `chat.py`: the "
+            "local model decomposes and reasons (`chat.py`: a fine-tuned Llama-2 decomposes, ChatGPT reasons); the reasoning "
+            "prompt is our `keqing_select` (rules and a worked example, the facts one per line), where `chat.py` sends "
+            "its own `RAG_prompt` with the facts, joined by \", \", in the system message; names the model writes that "
+            "match no fact are dropped (`chat.py` keeps them and fuzzy-matches them to entities at the next hop); "
+            "`chat.py` is interactive — a human confirms or corrects every answer — and ours acts as if the human "
+            "always accepted; a dependent sub-question's seeds are the names the model wrote, linked (an "
+            "`<ANSWER>-k` takes that sub-question's answers; none usable: the answers it depends on, then the topic), "
+            "where `chat.py` always takes the answers of the sub-question it depends on; `chat.py` returns "
+            "`list(set(...))`, in arbitrary order (its Hits@1 is then a matter of chance), where ours keeps the "
+            f"model's order; and at most {s.released_seeds} seeds per sub-question and {s.released_facts} facts per "
+            "call (`chat.py` has no bound). `what it changed`: its reasoning calls, the sub-questions with a seed whose "
+            "facts were over the bound, and the names matching no fact (dropped)")
+
+
 def _parts_lines(t: ResultTable) -> list[str]:
     return ["", "## The dense supplement, candidates as text and the released code, beside the default", "",
             "Each configuration against the default (the four stages with K = 1, the keqing_full records) on the "
-            "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI. `what it "
-            "changed`: for the supplement, its candidates per sub-question it joined and the answers it gave; for the "
-            "text format, the selection calls; for the released code, its reasoning calls (one per seed with facts of "
-            "several relations, at most "
-            f"{KeqingSettings().released_seeds} seeds per sub-question) and the sub-questions with a seed whose facts "
-            f"were over its bound of {KeqingSettings().released_facts} per call.", "", *_md(t).splitlines()]
+            "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI; a cell still "
+            "running reads `partial k/N` and is not scored. The paper gives no number for any of the three.", "",
+            f"- `dense supplement` (sec. 3.2, `dense_supplement={DENSE_N}`): {dense_description()}. "
+            f"{dense_disclosure()}. `what it changed`: its candidates per sub-question it joined, the answers it "
+            "gave, the questions answered with one, and the one-candidate sub-questions that made a selection call "
+            "with it.",
+            f"- `candidates as text` (sec. 3.3, `candidates=text`): {text_description()}.",
+            f"- `as released by its authors` (`pipeline=released`): {released_description()}.", "",
+            *_md(t).splitlines()]
 
 
 def _parts(records: Records, full: Records) -> list[str]:
@@ -962,10 +1079,28 @@ def ablations_headline(pts=None) -> tuple[str, str]:
                     f"(n={int(chain.loc[h, 'n'])})" if h in chain.index else "not run yet" for h in HOPS]))
 
 
+def parts_summary(records: Records, full: Records) -> str:
+    """One sentence on the parts beyond the figures (the dense supplement, candidates as text, the released code):
+    per hop the paired Hits@1 difference from the default of each complete cell, ``still running`` for a cell
+    without all its questions (``records``: the complete ones, :func:`kgqa_lib.bench.overview.complete_records`)."""
+    parts = []
+    for prefix, _, label in PARTS:
+        gains = []
+        for h in HOPS:
+            recs = records(f"{prefix}_{h}hop")
+            qids = {r["qid"] for r in recs}
+            base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if recs else []
+            gains.append(format_gain(paired_gain(recs, base, "hits@1")) if recs and base else "still running")
+        parts.append(f"{label}: " + (_slash(gains) if any(g != "still running" for g in gains) else "still running"))
+    return (f"Beyond the figures, against the default on the same questions ({'/'.join(map(str, HOPS))}-hop, paired "
+            f"Hits@1 points; the paper gives no number for these): {'; '.join(parts)}.")
+
+
 def ablations_summary() -> str:
     """Notebook 32's summary, from the saved records: Fig. 5's K-curve and Fig. 6's sub-questions against the
     logical chain directly on MetaQA dev (where it goes the other way from the paper), selection on the last
-    sub-question only, and the cells not run yet."""
+    sub-question only, the dense supplement, candidates as text and the released code (:func:`parts_summary`:
+    ``still running`` until a cell holds its questions), and the cells not run yet."""
     from .overview import complete_records
 
     pts = ablation_points()
@@ -1002,6 +1137,7 @@ def ablations_summary() -> str:
     if last:
         out.append("Selecting only at the last sub-question (not in the paper) changes Hits@1 by "
                    f"{_slash([format_gain(g) for g in last.values()])} points on {'/'.join(map(str, last))}-hop.")
+    out.append(parts_summary(records, full))
     missing = [c.name for c in TABLE_ABLATIONS.cells if not records(c.name)]
     if missing:
         out.append(f"{len(missing)} of the table's {len(TABLE_ABLATIONS.cells)} cells have not run yet "

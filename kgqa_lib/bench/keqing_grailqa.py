@@ -24,14 +24,16 @@ entity names, no gold chain, s-expression or topic."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from ..evaluate.report import format_gain, paired_gain, summarize
-from .core import Cell, Records, Table, register
-from .keqing import DENSE_N, _md, _rate, stage, strip_full, supplement_stats
+from .core import Cell, Records, Table, partial, register
+from .keqing import (DENSE_N, _md, _rate, dense_description, dense_disclosure, stage, strip_full, supplement_calls,
+                     supplement_stats)
 from .result_table import ResultTable, table
 
 SAMPLE = 200
@@ -54,6 +56,26 @@ PAPER = {
                                      "zero-shot": (49.9, 55.1)},
 }
 PAPER_DEV, PAPER_TRAIN = 6763, 44337  # GrailQA dev / train questions (paper, Table 4)
+#: (entity nodes in one question only, entity nodes) of the graph queries of the GrailQA dev sample the fragment is
+#: built from: what :func:`entity_sharing` counts in KGQA_DATA_DIR's ``grailqa_ToG_1000.json``, kept here so the
+#: report regenerates without the data (tests/unit/test_keqing_reports.py recomputes it when the data is there)
+FRAGMENT_SHARING = (805, 881)
+#: the cells whose records read ``partial k/N`` (unscored) until they hold every planned question: the dense cell
+PARTIAL_SHOWN = (DENSE,)
+
+
+def entity_sharing() -> tuple[int, int]:
+    """(entity nodes that occur in one question only, entity nodes) over the gold graph queries of the GrailQA
+    dev sample the fragment is built from (:mod:`kgqa_lib.kg.grailqa_fragment`): how little of a topic's
+    neighbourhood belongs to other questions. Needs KGQA_DATA_DIR."""
+    from ..data.grailqa import _raw
+
+    questions: dict[str, set[str]] = defaultdict(set)
+    for raw in _raw():
+        for n in raw["graph_query"]["nodes"]:
+            if n["node_type"] == "entity":
+                questions[n["id"]].add(raw["qid"])
+    return sum(1 for q in questions.values() if len(q) == 1), len(questions)
 
 
 # ---------------------------------------------------------------- stripping (with the data)
@@ -155,16 +177,17 @@ def _linking(recs: list[dict[str, Any]]) -> str:
     return f"{sum(x['chain_topic_linked'] for x in t)}/{len(t)}" if t else "—"
 
 
-def _cell_tables(recs: list[dict[str, Any]], cell: Cell) -> list[ResultTable]:
+def _cell_tables(recs: list[dict[str, Any]], cell: Cell, running: str | None = None) -> list[ResultTable]:
     """One cell's tables: its questions by level and kind (with the paper's rows beside), and when it has
-    records by level and kind, decomposition (chain questions), cost and failures."""
+    records by level and kind, decomposition (chain questions), cost and failures. ``running``: the cell's
+    ``partial k/N`` while it runs (its records are then not shown)."""
     key = KEYS[cell.name]
     columns = ["questions", "n", "share", "Hits@1 [95% CI]", "F1 [95% CI]", "gold-chain ceiling Hits@1 / F1",
                *(f"paper {m}: F1 (EM)" for m in PAPER)]
     title = f"{TITLES[cell.name]}: by GrailQA level and question kind"
     if not recs:
-        body = [["all", 0, f"not run yet ({cell.name}.jsonl)", "", "", "", *_papers("all")]]
-        body += [[lv, 0, "not run yet", "", "", "", *_papers(lv)] for lv in LEVELS]
+        body = [["all", 0, f"{running or 'not run yet'} ({cell.name}.jsonl)", "", "", "", *_papers("all")]]
+        body += [[lv, 0, running or "not run yet", "", "", "", *_papers(lv)] for lv in LEVELS]
         return [table(key, title, columns, body)]
     n = len(recs)
     chain = [r for r in recs if _g(r).get("chain")]
@@ -208,9 +231,9 @@ def _cell_tables(recs: list[dict[str, Any]], cell: Cell) -> list[ResultTable]:
     return out
 
 
-def _details(recs: list[dict[str, Any]], cell: Cell) -> list[str]:
+def _details(recs: list[dict[str, Any]], cell: Cell, running: str | None = None) -> list[str]:
     """One cell's section body: its tables (:func:`_cell_tables`) with their headings and notes."""
-    t = {x.name.removeprefix(KEYS[cell.name]).lstrip("_") or "questions": x for x in _cell_tables(recs, cell)}
+    t = {x.name.removeprefix(KEYS[cell.name]).lstrip("_") or "questions": x for x in _cell_tables(recs, cell, running)}
     lines = [_md(t["questions"])]
     if not recs:
         return lines
@@ -224,17 +247,22 @@ def _details(recs: list[dict[str, Any]], cell: Cell) -> list[str]:
     return lines
 
 
-def settings_table(recs: dict[str, list[dict[str, Any]]]) -> ResultTable:
-    """The three cells side by side: linked (default), the oracle, the dense supplement; paired differences."""
-    against = {LINKED: ORACLE, DENSE: LINKED}
+#: each cell's paired comparison in the settings table: (the other cell, the difference as the row names it)
+AGAINST = {LINKED: (ORACLE, "linked − ORACLE"), DENSE: (LINKED, "dense − linked")}
+
+
+def settings_table(recs: dict[str, list[dict[str, Any]]], running: dict[str, str] | None = None) -> ResultTable:
+    """The three cells side by side: linked (default), the oracle, the dense supplement; paired differences,
+    each naming its comparison (:data:`AGAINST`). ``running``: cells still running → ``partial k/N``."""
+    running = running or {}
     body = []
     for name in (LINKED, ORACLE, DENSE):
         rs = recs[name]
         if not rs:
-            body.append([LABELS[name], f"`{name}`", 0, "not run yet", "", "", "", *_papers("all")])
+            body.append([LABELS[name], f"`{name}`", 0, running.get(name, "not run yet"), "", "", "", *_papers("all")])
             continue
-        other = recs.get(against.get(name, ""), [])
-        gain = format_gain(paired_gain(rs, other, "hits@1")) if other else "—"
+        other, what = AGAINST.get(name, ("", ""))
+        gain = f"{format_gain(paired_gain(rs, recs[other], 'hits@1'))} ({what})" if recs.get(other) else "—"
         body.append([LABELS[name], f"`{name}`", len(rs), _rate([r["metrics"]["hits@1"] for r in rs]),
                      _rate([r["metrics"]["f1"] for r in rs]), _linking(rs) if name != ORACLE else "—", gain,
                      *_papers("all")])
@@ -245,13 +273,22 @@ def settings_table(recs: dict[str, list[dict[str, Any]]]) -> ResultTable:
                   "paired difference in Hits@1", *(f"paper {m}: F1 (EM)" for m in PAPER)], body)
 
 
+def _scored(records: Records, cells: dict[str, Cell]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """Each cell's records, and the cells of :data:`PARTIAL_SHOWN` still running (name → ``partial k/N``),
+    whose records are left out: a running cell is never scored."""
+    recs = {name: records(name) for name in cells}
+    running = {n: p for n in PARTIAL_SHOWN if (p := partial(recs[n], cells[n]))}
+    return {n: [] if n in running else rs for n, rs in recs.items()}, running
+
+
 def result_tables(records: Records) -> dict[str, ResultTable]:
     """Every table of the report, as data: ``settings``, then per cell ``linked``, ``linked_levels``,
     ``linked_decomposition``, ``linked_cost`` (``oracle_…``, ``dense_…``; a cell without records has its
     first table only)."""
     cells = {c.name: c for c in TABLE.cells}
-    recs = {name: records(name) for name in cells}
-    out = [settings_table(recs)] + [t for name in (LINKED, ORACLE, DENSE) for t in _cell_tables(recs[name], cells[name])]
+    recs, running = _scored(records, cells)
+    out = [settings_table(recs, running)] + [t for name in (LINKED, ORACLE, DENSE)
+                                             for t in _cell_tables(recs[name], cells[name], running.get(name))]
     return {t.name: t for t in out}
 
 
@@ -273,7 +310,8 @@ def cell_topics(cell: Cell) -> str:
     return given[-1] if given else KeqingSettings().topics
 
 
-def topics_lines(recs: dict[str, list[dict[str, Any]]], cells: dict[str, Cell]) -> list[str]:
+def topics_lines(recs: dict[str, list[dict[str, Any]]], cells: dict[str, Cell],
+                 running: dict[str, str] | None = None) -> list[str]:
     """Which topics each cell's records were made with: the cell's setting (:func:`cell_topics`), and per cell
     with records their settings, config hashes and how many hold the counts of topics linked from the text;
     where two cells' records share a config hash, that the hash does not tell them apart."""
@@ -289,7 +327,7 @@ def topics_lines(recs: dict[str, list[dict[str, Any]]], cells: dict[str, Cell]) 
         head = f"- `{name}`: {what.get(t, t)} (`topics={t}`{', the default' if t == default else ''})"
         rs = recs[name]
         if not rs:
-            lines.append(head + "; not run yet.")
+            lines.append(head + f"; {(running or {}).get(name, 'not run yet')}.")
             continue
         hashes[name] = sorted({str(r.get("config_hash")) for r in rs})
         settings = sorted({json.dumps((r.get("config") or {}).get("settings") or {}, sort_keys=True) for r in rs})
@@ -307,12 +345,37 @@ def topics_lines(recs: dict[str, list[dict[str, Any]]], cells: dict[str, Cell]) 
     return lines
 
 
+def fragment_caveat(sharing: tuple[int, int] = FRAGMENT_SHARING) -> str:
+    """Why the supplement is flattered on this fragment (the dense paragraph of the report)."""
+    one, n = sharing
+    return ("On this fragment the supplement is flattered: the fragment holds only the gold facts of the 1,000 dev "
+            f"questions, and {one:,} of the {n:,} entity nodes of their graph queries occur in one question only, so "
+            "a linked topic's 1-hop neighbourhood — where the supplement searches — is mostly its own question's "
+            "gold edges, and the supplement can put gold answers among the candidates even where the template is wrong. "
+            "A gain of the dense cell over the linked default is therefore an upper bound specific to this fragment, "
+            "not what the supplement would give on full Freebase")
+
+
+def supplement_answers(dense: list[dict[str, Any]], linked: list[dict[str, Any]]) -> str:
+    """Of the supplement cell's questions right at Hits@1, and of those it answers right where the linked default
+    does not (paired), how many hold a supplement candidate among their final answers (``dense_selected`` of the
+    last sub-question); and the one-candidate sub-questions that made a selection call with it."""
+    with_one = lambda r: bool(((r.get("reasoning") or [{}])[-1] or {}).get("dense_selected"))  # noqa: E731
+    right = [r for r in dense if r["metrics"]["hits@1"] == 1.0]
+    base = {r["qid"]: r for r in linked}
+    won = [r for r in right if r["qid"] in base and base[r["qid"]]["metrics"]["hits@1"] != 1.0]
+    return (f"{sum(map(with_one, right))} of the {len(right)} questions this cell answers right at Hits@1 hold a "
+            f"supplement candidate among their final answers; {sum(map(with_one, won))} of the {len(won)} it answers "
+            f"right where `{LINKED}` does not (paired, {sum(1 for r in dense if r['qid'] in base)} questions); "
+            f"{supplement_calls(dense)} sub-questions whose chains reached one candidate made a selection call with it")
+
+
 def report(records: Records) -> str:
     from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
     from .core import FRAGMENT
 
     cells = {c.name: c for c in TABLE.cells}
-    recs = {name: records(name) for name in cells}
+    recs, running = _scored(records, cells)
     models = sorted({str(r.get("model_id")) for rs in recs.values() for r in rs})
     lines = [f"# Keqing on GrailQA dev ({FRAGMENT}; local model)", "",
              "Three cells on the same questions: the first two differ only in where a question's topic entities come "
@@ -337,7 +400,7 @@ def report(records: Records) -> str:
              "of question spans, longest first; the longest mention is the one masked). `topics=oracle` reads them "
              "off the gold s-expression (the chain's entity and its verbatim mention): an **oracle**, shown for "
              "comparison, never a GrailQA result. Which topics each cell's records were made with:", "",
-             *topics_lines(recs, cells), "", f"Provenance: {PROVENANCE}.", "",
+             *topics_lines(recs, cells, running), "", f"Provenance: {PROVENANCE}.", "",
              "Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
              f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets, "
              "as fractions. The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is "
@@ -348,20 +411,25 @@ def report(records: Records) -> str:
              f"and the local model ({', '.join(models) or 'not run yet'}) "
              "without fine-tuning. GrailQA's levels are relative to its training set, which is not here; relative to "
              "our pool, `covered` says what the bank holds.", "",
-             "The dense supplement (sec. 3.2; the paper adds the triples DPR retrieves as supplementary answer "
-             "candidates, 'if there remains additional token budget'): up to "
-             f"{DENSE_N} triples around a sub-question's seeds, ranked by sentence-embedding similarity with it "
-             "(all-MiniLM-L6-v2 standing for DPR) and reaching entities the chains did not, join the chains' candidates "
-             "within the room the selection bound leaves; the paper names no number (ours was fixed before any run).", "",
+             f"The dense supplement (sec. 3.2, `dense_supplement={DENSE_N}`): {dense_description()}. "
+             + dense_disclosure(f"`{LINKED}` beside the paper's Tables 5 and 6", f"`{DENSE}` measures what it changes")
+             + ".", "", f"{fragment_caveat()}.", "",
              f"## The settings (GrailQA dev, {FRAGMENT})", "",
              "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities. "
-             "`paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% CI — linked − "
-             "oracle, and the supplement − the linked default.", "",
-             _md(settings_table(recs))]
+             "`paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% CI; each row "
+             "names its comparison (linked − ORACLE; dense − linked: the supplement against the linked default). The "
+             "paper's columns stand on every row; on the dense row they are the paper's own setting as far as it says: "
+             "its sec. 3.2 (\"In practice, … will also be included as supplementary answer candidates\") implies that "
+             "its numbers, Table 5's Keqing-LLaMA row among them, include the supplement. While the dense cell runs, "
+             "it reads `partial k/N` and is not scored.", "",
+             _md(settings_table(recs, running))]
     for name in (LINKED, ORACLE, DENSE):
-        lines += ["", f"## {TITLES[name]} — GrailQA dev, {FRAGMENT}", "", f"`{name}`.", ""] + _details(recs[name], cells[name])
+        lines += ["", f"## {TITLES[name]} — GrailQA dev, {FRAGMENT}", "", f"`{name}`.", ""] + \
+            _details(recs[name], cells[name], running.get(name))
         if name == DENSE and recs[name]:
-            lines += ["", f"The supplement: {supplement_stats(recs[name])}."]
+            lines += ["", f"The supplement: {supplement_stats(recs[name])}.", "",
+                      "Answers from the supplement (after the fact, from the saved counts): "
+                      f"{supplement_answers(recs[DENSE], recs[LINKED])}."]
     return "\n".join(lines) + "\n"
 
 

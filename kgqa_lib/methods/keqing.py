@@ -1283,8 +1283,10 @@ class KeqingSettings(Settings):
     respond: bool = setting(True, "summarise the reasoning with the LLM (false: the execution log)")
     reasoning: Literal["select", "group", "all"] = setting("select", "select: the paper's candidate selection; "
                                                                      "group: choose chain groups; all: no LLM")
-    candidates: Literal["rules", "text"] = setting("rules", "how candidate triples are shown: tuples explained "
-                                                            "in the instruction, or sentences")
+    candidates: Literal["rules", "text"] = setting(
+        "rules", "how candidate triples are shown (sec. 3.3): rules = tuples (s, r, o) whose format the instruction "
+                 "explains (the paper: for training-free LLMs); text = sentences 's r o.' under Table 1's instruction "
+                 "without the rules (the paper: for fine-tuned LLMs) — the instruction changes with the format")
     reason_max: int = setting(40, "candidate facts one selection call may show", min=1)
     reason_steps: Literal["every", "last"] = setting("every", "reason over the candidates of every sub-question (the "
                                                               "paper) or of the last only (earlier ones keep all)")
@@ -1298,14 +1300,20 @@ class KeqingSettings(Settings):
         0, "sec. 3.2's supplement: up to this many dense-retrieved triples (the seeds' 1-hop triples ranked by "
            "sentence-embedding similarity with the sub-question, each reaching an entity the chains did not) added to "
            "the chains' candidates of every sub-question the LLM reasons over, within the room reason_max leaves "
-           "(the paper: DPR's triples, 'if there remains additional token budget'); 0 = none", min=0)
+           "(the paper: DPR's triples, 'if there remains additional token budget'; sec. 3.2 says it included them "
+           f"'in practice'). Searched: the first {DENSE_MAX_SEEDS} seeds, {DENSE_PER_SEED} triples each in the store's "
+           "order (DPR searches the whole KB); a one-candidate sub-question then makes a selection call; 0 = none "
+           "(the default)", min=0)
     pipeline: Literal["paper", "released"] = setting(
         "paper", "paper: the method as the paper describes it; released: as its authors' code (NoviceStone/Keqing, "
                  "chat.py) runs it after the decomposition — every 1-hop fact of each seed instead of templates and "
                  "chains, one reasoning call per seed (none when its facts hold one relation), answers less the seeds "
                  "of the sub-question depended on, no response. The decomposition, its exemplars and the selection "
                  "prompt (candidates) are the default's: the released code's decomposer is a fine-tuned Llama-2 and "
-                 "its reasoner ChatGPT with its own prompt")
+                 "its reasoner ChatGPT with its own prompt (facts joined by ', ' in the system message). Unlike "
+                 "chat.py: names matching no fact are dropped (chat.py keeps them), no human confirms each answer "
+                 "(chat.py asks), a dependent sub-question's seeds are the names the model wrote, linked (chat.py: "
+                 "the dependency's answers), and answers keep the model's order (chat.py: a set)")
     released_facts: int = setting(200, "pipeline=released: 1-hop facts of one seed one reasoning call may show, taken "
                                        "in turn from each relation (the released code has no bound)", min=1)
     released_seeds: int = setting(200, "pipeline=released: seeds of one sub-question whose facts are read, one call "

@@ -179,7 +179,7 @@ def test_the_new_sections_read_not_run_yet_then_pair_the_records():
     text = B.report(lambda c: have.get(c, []))
     ex = text.split("## Number of exemplars in the prompt")[1].split("\n## ")[0]
     row = next(x for x in ex.splitlines() if "| gtech.fs_dense_ex1 |" in x)
-    assert "| 1 | gtech.fs_dense_ex1 | 10 | 50.0 [" in row and "| -50.0 [" in row and row.endswith("(n=10) | 70.5 |")
+    assert "| 1 | gtech.fs_dense_ex1 | 10 | 50.0 [" in row and "| -50.0 [" in row and row.endswith("(n=10) | 70.5 | -4.1 |")  # the paper: 1 shot − 5 shots
     zs = text.split("## Table 3 analogue, zero-shot")[1].split("\n## ")[0]
     row = next(x for x in zs.splitlines() if x.startswith("| GrailQA") and "w/o re-ranking, zero-shot" in x)
     assert "| 10 | 100.0 [" in row and "| -50.0 [" in row and row.endswith("| 59.5 (Table 3, zero-shot, w/o RR) | -8.9 |")

@@ -254,7 +254,8 @@ def test_report_shows_the_linked_default_and_the_oracle_beside_it():
 
 def test_report_shows_the_dense_supplement_beside_the_linked_default():
     """The third cell: the default (linked topics) with the dense supplement, its paired difference against
-    the linked default, its details and what the supplement gave; `not run yet` without records."""
+    the linked default, its details and what the supplement gave; `not run yet` without records, `partial k/N`
+    (unscored) while it runs."""
     from kgqa_lib.bench import get_table
     from kgqa_lib.bench.keqing import DENSE_N
     from kgqa_lib.bench.keqing_grailqa import DENSE, LINKED, report
@@ -267,12 +268,17 @@ def test_report_shows_the_dense_supplement_beside_the_linked_default():
     empty = report(lambda cell: [])
     assert f"| linked + dense supplement | `{DENSE}` | 0 | not run yet |" in empty
     assert f"## Linked topics with the dense supplement (sec. 3.2, `dense_supplement={DENSE_N}`)" in empty
-    linked = [_stripped("a", "i.i.d.", 0.0, 0.0), _stripped("b", "zero-shot", 1.0, 1.0)]
+    linked = [_stripped(f"{x}{i}", lv, h, h) for i in range(100) for x, lv, h in (("a", "i.i.d.", 0.0),
+                                                                                  ("b", "zero-shot", 1.0))]
     dense = [dict(r, metrics={"hits@1": 1.0, "f1": 1.0},
-                  reasoning=[{"mode": "select", "n_answers": 1, "dense": 4, "dense_selected": int(r["qid"] == "a")}])
+                  reasoning=[{"mode": "select", "n_answers": 1, "dense": 4,
+                              "dense_selected": int(r["qid"].startswith("a"))}])
              for r in linked]
+    running = report(lambda cell: {LINKED: linked, DENSE: dense[:2]}.get(cell, []))  # 2 of its 200: still running
+    row = next(line for line in running.splitlines() if line.startswith("| linked + dense supplement"))
+    assert f"| `{DENSE}` | 0 | partial 2/200 |" in row and "The supplement:" not in running
     text = report(lambda cell: {LINKED: linked, DENSE: dense}.get(cell, []))
     row = next(line for line in text.splitlines() if line.startswith("| linked + dense supplement"))
-    assert f"| `{DENSE}` | 2 | 1.000 [" in row and "| +50.0 [" in row
-    assert "The supplement: 4.0 supplement candidates in 2 sub-questions; 1 of their 2 answers from it; 1 of 2 questions " \
-           "answered with one." in text
+    assert f"| `{DENSE}` | 200 | 1.000 [" in row and "| +50.0 [" in row
+    assert "The supplement: 4.0 supplement candidates in 200 sub-questions; 100 of their 200 answers from it; 100 of " \
+           "200 questions answered with one." in text
