@@ -20,7 +20,7 @@ from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain
 from .baselines import KEEP
-from .core import kept_text, Cell, Records, Table, get_table, keep_prediction, register
+from .core import kept_text, Cell, Effect, Records, Table, get_table, keep_prediction, register
 from .result_table import ResultTable, table
 
 HOPS = (1, 2, 3)
@@ -472,8 +472,36 @@ def frames(model: str | None = None) -> dict[str, Any]:
     return to_frames(list(result_tables(Records(TABLE, model)).values()))
 
 
+def _paper_column(h: int) -> tuple[int, str]:
+    """The paper's column a hop stands for: (index into PAPER_TABLE2's pairs, its name)."""
+    return (0, "SimpleQuestions") if h == 1 else (1, "QALD-10")
+
+
+def _effects() -> tuple[Effect, ...]:
+    """The paper's effects checked at every model with records: Table 2's PG&AKV above CoT and above QSM on each
+    hop (1-hop against the paper's SimpleQuestions column, 2- and 3-hop against QALD-10), and Table 4's two steps
+    (QALD-10 only in the paper, so on 2- and 3-hop)."""
+    out = []
+    for h in HOPS:
+        col, name = _paper_column(h)
+        for b in ("cot", "qsm"):
+            out.append(Effect(f"PG&AKV above {SHORT[b]}, MetaQA {h}-hop",
+                              f"PG&AKV paper, Table 2, GPT-3.5, {name}: PG&AKV {PAPER_TABLE2['pgakv'][col]} vs "
+                              f"{SHORT[b]} {PAPER_TABLE2[b][col]}", ("pgakv_metaqa", f"pgakv_{h}hop"),
+                              ("pgakv_metaqa", f"{b}_{h}hop")))
+    cot, pg, ours = PAPER_TABLE4_QALD
+    for h in HOPS[1:]:
+        out.append(Effect(f"Pseudo-Graph above CoT, MetaQA {h}-hop",
+                          f"PG&AKV paper, Table 4, GPT-3.5, QALD-10: Pseudo-Graph {pg} vs CoT {cot}",
+                          ("pgakv_metaqa", f"pgakv_pg_{h}hop"), ("pgakv_metaqa", f"cot_{h}hop")))
+        out.append(Effect(f"PG&AKV above Pseudo-Graph, MetaQA {h}-hop",
+                          f"PG&AKV paper, Table 4, GPT-3.5, QALD-10: Verification {ours} vs Pseudo-Graph {pg}",
+                          ("pgakv_metaqa", f"pgakv_{h}hop"), ("pgakv_metaqa", f"pgakv_pg_{h}hop")))
+    return tuple(out)
+
+
 TABLE = register(Table(
     name="pgakv_metaqa", title="PG&AKV on the MetaQA KB (a real KG), MetaQA dev: Table 2 and Table 4 analogues",
     cells=_cells(), report=report, output="pgakv_metaqa.md", strip=strip, records="pgakv_metaqa",
-    source="PG&AKV paper, Tables 2 and 4 (GPT-3.5 rows)",
+    source="PG&AKV paper, Tables 2 and 4 (GPT-3.5 rows)", effects=_effects(),
 ))

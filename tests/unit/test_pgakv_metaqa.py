@@ -250,3 +250,23 @@ def test_strip_keeps_what_pgakv_produced_without_prompts_or_question():
     assert s["cypher"] == "CREATE (a {name: 'A'})" and s["kept_subjects"] == ["F"]
     assert len(s["retrieved"]) == P.MAX_KEPT_TRIPLES and s["retrieved"][0] == ["F", "starred actors", "A", 0.75]
     assert s["verified"] == [["A", "starred actors", "F"]] and s["verify_changes"] == {"added": [], "deleted": [["A", "r", "Z"]]}
+
+
+def test_the_papers_effects_name_real_cells_and_the_papers_own_values():
+    """Every effect checked across models compares two cells of this table, against the paper's column the hop
+    stands for (1-hop: SimpleQuestions, 2/3-hop: QALD-10); Table 4's steps only where the paper reports them."""
+    names = {c.name for c in PM.TABLE.cells}
+    claims = [e.claim for e in PM.TABLE.effects]
+    assert len(claims) == len(set(claims)) == 10
+    for e in PM.TABLE.effects:
+        assert e.a[0] == e.b[0] == "pgakv_metaqa" and {e.a[1], e.b[1]} <= names and e.sign == 1
+    by = {e.claim: e for e in PM.TABLE.effects}
+    one = by["PG&AKV above QSM, MetaQA 1-hop"]
+    assert "SimpleQuestions" in one.paper and f"PG&AKV {PM.PAPER_TABLE2['pgakv'][0]} vs QSM {PM.PAPER_TABLE2['qsm'][0]}" in one.paper
+    three = by["PG&AKV above QSM, MetaQA 3-hop"]
+    assert "QALD-10" in three.paper and f"PG&AKV {PM.PAPER_TABLE2['pgakv'][1]} vs QSM {PM.PAPER_TABLE2['qsm'][1]}" in three.paper
+    assert (one.a, one.b) == (("pgakv_metaqa", "pgakv_1hop"), ("pgakv_metaqa", "qsm_1hop"))
+    assert not any("Pseudo-Graph" in c and "1-hop" in c for c in claims)  # Table 4 has no SimpleQuestions column
+    assert by["PG&AKV above Pseudo-Graph, MetaQA 2-hop"].b == ("pgakv_metaqa", "pgakv_pg_2hop")
+    assert f"Pseudo-Graph {PM.PAPER_TABLE4_QALD[1]} vs CoT {PM.PAPER_TABLE4_QALD[0]}" in by[
+        "Pseudo-Graph above CoT, MetaQA 3-hop"].paper
