@@ -278,3 +278,22 @@ def overview_panels(ov, skip: tuple[str, ...] = ("FuSIC-KBQA",)):
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig
+
+
+def gain_bars(ax, gaps: dict, ylabel: str, paper_label: str = "the paper (GPT-3.5)"):
+    """Paired differences per question set and model (``{"groups", "paper", "series"}``, e.g.
+    :func:`kgqa_lib.bench.pgakv_metaqa.qsm_gaps`): bars with their 95% CI per model, a line at 0, the paper's
+    difference as red dots, and "not run yet" where no model has the difference."""
+    grouped_ci_bars(ax, [g.replace(" ", "\n", 1) for g in gaps["groups"]], gaps["series"])
+    ax.axhline(0, color="black", lw=0.8)
+    ax.plot(range(len(gaps["groups"])), gaps["paper"], "o", color="#C44E52", label=paper_label)
+    width = 0.8 / max(1, len(gaps["series"]))
+    for j, cells in enumerate(gaps["series"].values()):  # where grouped_ci_bars draws no bar
+        for i, c in enumerate(cells):
+            if c is None or c[0] is None:
+                ax.text(i - 0.4 + width * (j + 0.5), -1, "not run yet", rotation=90, ha="center", va="top",
+                        fontsize=7, color=f"C{j}")
+    ax.set_xlim(-0.6, len(gaps["groups"]) - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    return ax

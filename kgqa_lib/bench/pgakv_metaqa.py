@@ -20,7 +20,7 @@ from typing import Any
 
 from ..evaluate.report import ci_cell, format_gain, paired_gain
 from .baselines import KEEP
-from .core import kept_text, Cell, Effect, Records, Table, get_table, keep_prediction, register
+from .core import kept_text, Cell, Effect, Records, Table, default_key, get_table, keep_prediction, register
 from .result_table import ResultTable, table
 
 HOPS = (1, 2, 3)
@@ -422,6 +422,36 @@ def summary(records: Records) -> str:
     else:
         said += ". PG&AKV − QSM is not measured until both cells of a hop are complete"
     return f"{where}: {said}."
+
+
+def qsm_gaps(models: list[str] | None = None) -> dict[str, Any]:
+    """PG&AKV (threshold 0.7) − QSM, paired on the same questions, on every question set — the mini-world's
+    test splits (``pgakv_test``'s questions, ``pgakv_t2``'s records) and MetaQA's hops — for each model
+    (model keys; default: the default model, then every other model with records here or in ``pgakv_t2``), in points with the 95% CI;
+    a set where either cell is incomplete gives None. With the paper's GPT-3.5 gain (Table 2) on the column
+    each set stands for: ``{"groups", "paper", "series": {model: [(gain, lo, hi) | None per group]}}``."""
+    from ..evaluate import pgakv_analysis as pa
+
+    models = models or list(dict.fromkeys([default_key(), *TABLE.models(), *get_table("pgakv_t2").models()]))
+    paper = {col: round(PAPER_TABLE2["pgakv"][col] - PAPER_TABLE2["qsm"][col], 1) for col in (0, 1)}
+    groups = [f"mini-world {'simple' if p == 'simple' else 'multi-hop'}" for p in pa.FACTOID] + [
+        f"MetaQA {h}-hop" for h in HOPS]
+    series = {}
+    for m in models:
+        t2 = Records(get_table("pgakv_t2"), m)
+        done = pa.complete_only(lambda part, run: t2(f"t2_{part}.{run}"))
+        cells: list[tuple[float, float, float] | None] = []
+        for part in pa.FACTOID:
+            test = pa.split_qids(part)[1]
+            a, b = pa.restrict(done(part, "pgakv"), test), pa.restrict(done(part, "qsm"), test)
+            g = paired_gain(a, b, "hits@1") if a and b else None
+            cells.append(tuple(100 * x for x in g[:3]) if g and g[3] else None)
+        rows = _rows(Records(TABLE, m))
+        for h in HOPS:
+            g = _compared(rows, "pgakv", "qsm", h)
+            cells.append(tuple(100 * x for x in g[:3]) if g else None)
+        series[m] = cells
+    return {"groups": groups, "paper": [paper[0], paper[1], paper[0], paper[1], paper[1]], "series": series}
 
 
 def result_tables(records: Records) -> dict[str, ResultTable]:

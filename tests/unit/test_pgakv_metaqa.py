@@ -270,3 +270,27 @@ def test_the_papers_effects_name_real_cells_and_the_papers_own_values():
     assert by["PG&AKV above Pseudo-Graph, MetaQA 2-hop"].b == ("pgakv_metaqa", "pgakv_pg_2hop")
     assert f"Pseudo-Graph {PM.PAPER_TABLE4_QALD[1]} vs CoT {PM.PAPER_TABLE4_QALD[0]}" in by[
         "Pseudo-Graph above CoT, MetaQA 3-hop"].paper
+
+
+def test_qsm_gaps_are_the_reports_paired_differences_and_none_where_a_model_has_no_run():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kgqa_lib.viz import gain_bars
+
+    d = core.default_key()
+    gaps = PM.qsm_gaps([d, "no-such-model"])
+    assert gaps["groups"] == ["mini-world simple", "mini-world multi-hop", "MetaQA 1-hop", "MetaQA 2-hop", "MetaQA 3-hop"]
+    assert gaps["paper"] == [6.8, 14.4, 6.8, 14.4, 14.4]  # Table 2: PG&AKV − QSM, SimpleQuestions / QALD-10
+    assert gaps["series"]["no-such-model"] == [None] * 5
+    rows = PM._rows(core.Records(PM.TABLE, d))
+    for i, h in enumerate(PM.HOPS, start=2):
+        g = PM._compared(rows, "pgakv", "qsm", h)
+        assert gaps["series"][d][i] == (None if g is None else tuple(100 * x for x in g[:3]))
+    fig, ax = plt.subplots()
+    gain_bars(ax, gaps, "points")
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("not run yet") == 5 + sum(c is None for c in gaps["series"][d])
+    plt.close(fig)
