@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -369,32 +370,66 @@ def queue_lines(path: str) -> list[tuple[int, list[str]]]:
 def cmd_bench_queue(args: argparse.Namespace) -> int:
     """``kgqa bench queue FILE [--yes]``: the `kgqa bench run` lines of FILE, one after the other. Every line is
     checked first (its estimate; a line refused stops the queue before anything runs, naming the line); with
-    ``--yes`` they then run in order. A line that fails is said and the next one runs; a stop (Ctrl-C, SIGTERM)
-    ends the queue, and the same command resumes it: complete cells are not run again (a line ``--again
-    --cells C`` re-runs C each time; ``--again`` alone re-runs only the cells whose records lack predictions)."""
+    ``--yes`` they then run in order. The file is read again before each line, so lines added, removed or moved
+    while the queue runs take effect at the next line (a line is run once per time it stands in the file; a new
+    line is checked before it runs, and one refused is said and left out). A line that fails is said and the
+    next one runs; a stop (Ctrl-C, SIGTERM) ends the queue, and the same command resumes it: complete cells are
+    not run again (a line ``--again --cells C`` re-runs C each time; ``--again`` alone re-runs only the cells
+    whose records lack predictions)."""
     import contextlib
     import io
 
-    lines = queue_lines(args.file)
-    for n, argv in lines:
+    def refused(argv: list[str], show: bool) -> str | None:
+        """The line's error when `kgqa bench run` refuses it (its estimate printed when ``show``), else None."""
         out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out if args.yes else sys.stdout), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(sys.stdout if show else out), contextlib.redirect_stderr(err):
             try:
                 code = main(["bench", "run", *argv])
             except SystemExit as exc:  # argparse: the line's arguments do not parse
                 code = exc.code if isinstance(exc.code, int) else 2
-        if code:
-            said = [x for x in err.getvalue().splitlines() if "error:" in x] or [f"exit code {code}"]
-            raise UsageError(f"{args.file}:{n}: {said[-1].split('error:', 1)[-1].strip()} (nothing was run)")
+        if not code:
+            return None
+        said = [x for x in err.getvalue().splitlines() if "error:" in x] or [f"exit code {code}"]
+        return said[-1].split("error:", 1)[-1].strip()
+
+    lines = queue_lines(args.file)
+    for n, argv in lines:
+        why = refused(argv, show=not args.yes)
+        if why:
+            raise UsageError(f"{args.file}:{n}: {why} (nothing was run)")
         if not args.yes:
             print()
     if not args.yes:
         print(f"nothing was run: add --yes to run these {len(lines)} line(s) in order (`kgqa bench queue "
               f"{args.file} --yes`)")
         return 0
-    failed = []
-    for i, (n, argv) in enumerate(lines, 1):
-        print(f"[{i}/{len(lines)}] kgqa bench run {' '.join(argv)} --yes", flush=True)
+    checked = {tuple(argv) for _, argv in lines}
+    ran: Counter[tuple[str, ...]] = Counter()  # each line's arguments, as often as it ran (or was left out)
+    failed, done = [], 0
+    while True:
+        try:  # read again: lines added, removed or moved while the queue runs take effect now
+            lines = queue_lines(args.file)
+        except UsageError as exc:
+            print(f"the queue file cannot be read now ({exc}); the queue goes on with the lines it had")
+        seen: Counter[tuple[str, ...]] = Counter()
+        pending = []
+        for n, argv in lines:
+            seen[tuple(argv)] += 1
+            if seen[tuple(argv)] > ran[tuple(argv)]:
+                pending.append((n, argv))
+        if not pending:
+            break
+        n, argv = pending[0]
+        ran[tuple(argv)] += 1
+        if tuple(argv) not in checked:  # a line added while the queue ran: checked before it runs
+            checked.add(tuple(argv))
+            why = refused(argv, show=False)
+            if why:
+                print(f"line {n} was added and is refused: {why}; the queue goes on without it")
+                failed.append((n, 2))
+                continue
+        done += 1
+        print(f"[{done}/{done + len(pending) - 1}] kgqa bench run {' '.join(argv)} --yes", flush=True)
         code = main(["bench", "run", *argv, "--yes"])
         if code >= 128:  # stopped: the queue stops with it (its answers are saved; the same command resumes)
             print(f"queue stopped at line {n}; `kgqa bench queue {args.file} --yes` resumes it")
@@ -402,7 +437,8 @@ def cmd_bench_queue(args: argparse.Namespace) -> int:
         if code:
             print(f"line {n} ended with exit code {code}; the queue goes on")
             failed.append((n, code))
-    print(f"queue done: {len(lines) - len(failed)} of {len(lines)} line(s) ended well"
+    total = sum(ran.values())
+    print(f"queue done: {total - len(failed)} of {total} line(s) ended well"
           + (f"; failed: {', '.join(f'line {n} (exit {c})' for n, c in failed)}" if failed else ""))
     return failed[0][1] if failed else 0
 

@@ -96,3 +96,29 @@ def test_an_unreadable_queue_file_is_one_line(tmp_path, capsys):
     assert main(["bench", "queue", str(tmp_path / "missing.txt")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read the queue file") and len(err.strip().splitlines()) == 1
+
+
+def test_the_file_is_read_again_before_each_line(tmp_path, monkeypatch, capsys, fake_run):
+    """Lines added, removed or moved while the queue runs take effect at the next line; a line runs once per
+    time it stands in the file; an added line that `kgqa bench run` refuses is said and left out."""
+    t = _table(tmp_path, monkeypatch)
+    q = _queue(tmp_path, f"{t.name} --cells fake_c\n{t.name} --cells fake_b\n")
+    from kgqa_lib import cli
+
+    real, calls = cli.main, []
+
+    def editing(argv):  # while the first line runs, the file is rewritten: line 2 removed, two lines added
+        calls.append(argv)
+        if argv[-3:] == ["--cells", "fake_c", "--yes"]:
+            _queue(tmp_path, f"{t.name} --cells fake_c\n{t.name} --cells no_such_cell\n{t.name} --again\n")
+        return 0 if argv[-1] == "--yes" else real(argv)
+
+    monkeypatch.setattr("kgqa_lib.cli.main", editing)
+    assert cli.cmd_bench_queue(cli.build_parser().parse_args(["bench", "queue", q, "--yes"])) == 2
+    out = capsys.readouterr().out
+    runs = [a[3:-1] for a in calls if a[-1] == "--yes"]
+    assert runs == [["--cells", "fake_c"], ["--again"]]  # fake_b was removed before it ran; fake_c ran once
+    assert "[1/2] kgqa bench run rerun_t --cells fake_c --yes" in out
+    assert "line 2 was added and is refused: " in out and "the queue goes on without it" in out
+    assert "[2/2] kgqa bench run rerun_t --again --yes" in out
+    assert "queue done: 2 of 3 line(s) ended well; failed: line 2 (exit 2)" in out
