@@ -421,7 +421,23 @@ def summary(records: Records) -> str:
                                                     for h, g in vs.items()))
     else:
         said += ". PG&AKV − QSM is not measured until both cells of a hop are complete"
-    return f"{where}: {said}."
+    others = other_models_sentence()
+    return f"{where}: {said}." + (f" {others}" if others else "")
+
+
+def other_models_sentence() -> str:
+    """PG&AKV − QSM on MetaQA with each model other than the default, on the hops where both of its cells are
+    complete, as one sentence per model ("" when no other model has such a hop)."""
+    out = []
+    for m in TABLE.models():
+        if m == default_key():
+            continue
+        rows = _rows(Records(TABLE, m))
+        vs = {h: _compared(rows, "pgakv", "qsm", h) for h in HOPS}
+        if any(vs.values()):
+            out.append(f"With `{m}`, PG&AKV − QSM is " + ", ".join(
+                f"{format_gain(g) if g else NOT_MEASURED} on {h}-hop" for h, g in vs.items()) + ".")
+    return " ".join(out)
 
 
 def qsm_gaps(models: list[str] | None = None) -> dict[str, Any]:

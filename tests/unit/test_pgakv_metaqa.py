@@ -294,3 +294,24 @@ def test_qsm_gaps_are_the_reports_paired_differences_and_none_where_a_model_has_
     texts = [t.get_text() for t in ax.texts]
     assert texts.count("not run yet") == 5 + sum(c is None for c in gaps["series"][d])
     plt.close(fig)
+
+
+def test_another_models_pgakv_minus_qsm_is_said_once_both_cells_of_a_hop_are_complete(tmp_path, monkeypatch):
+    import gzip
+    import json
+
+    monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path))
+
+    def save(model, cell, records):
+        folder = PM.TABLE.records_root / model
+        folder.mkdir(parents=True, exist_ok=True)
+        with gzip.open(folder / f"{cell}.jsonl.gz", "wt", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in records)
+
+    save("other-model", "qsm_1hop", [_rec(f"q{i}", float(i < 60)) for i in range(PM.REPORTED)])
+    save("other-model", "pgakv_1hop", [_rec(f"q{i}", float(i < 20)) for i in range(PM.REPORTED - 1)])
+    assert PM.other_models_sentence() == ""  # PG&AKV at 99 of 100: nothing is said
+    save("other-model", "pgakv_1hop", [_rec(f"q{i}", float(i < 20)) for i in range(PM.REPORTED)])
+    text = PM.other_models_sentence()
+    assert text.startswith("With `other-model`, PG&AKV − QSM is -40.0 [") and "on 1-hop, not measured yet on 2-hop" in text
+    assert text in PM.summary(lambda name: [])
