@@ -497,11 +497,11 @@ def _engine(records: list[dict[str, Any]]) -> str:
     counts = Counter(str(r.get("engine") or "") for r in records)
     old = counts.pop("", 0)
     if not counts:
-        return "not recorded (records made before they named their engine)"
+        return "not recorded"
     if len(counts) == 1 and not old:
         return next(iter(counts))
     parts = [f"{e} ({n} records)" for e, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
-    return "; ".join(parts + ([f"not recorded ({old} records, made before records named their engine)"] if old else []))
+    return "; ".join(parts + ([f"not recorded ({old} records)"] if old else []))
 
 
 def headline(records: list[dict[str, Any]], metric: str) -> str:
@@ -616,9 +616,12 @@ def models_tables(table: Table, others: list[str]):
 
 def effect_verdict(gain: tuple[float, float, float, int] | None, sign: int) -> str:
     """``holds`` when the paired 95% CI lies on the paper's side of 0, ``reversed`` when on the other side,
-    ``unclear`` when it spans 0; ``not run`` without questions both runs answered."""
+    ``unclear`` when it spans 0, ``no difference`` when every question scored the same in both runs (an interval
+    of [0, 0]); ``not run`` without questions both runs answered."""
     if gain is None or not gain[3]:
         return "not run"
+    if gain[0] == gain[1] == gain[2] == 0:
+        return "no difference"
     lo, hi = sign * gain[1], sign * gain[2]
     return "holds" if min(lo, hi) > 0 else "reversed" if max(lo, hi) < 0 else "unclear"
 
@@ -722,7 +725,8 @@ def models_section(table: Table, others: list[str]) -> str:
         lines += ["", "### The papers' effects at each model", "",
                   "Each effect the paper reports, as a paired difference between two cells (points, 95% paired "
                   "bootstrap CI, on the questions both answered), for every model: *holds* when the interval lies on "
-                  "the paper's side of 0, *reversed* when it lies on the other side, *unclear* when it spans 0; "
+                  "the paper's side of 0, *reversed* when it lies on the other side, *unclear* when it spans 0 (*no "
+                  "difference* when every question scored the same in both cells); "
                   "*flips* when it holds at one model and is reversed at another. The last column is how much the "
                   f"effect changes from {d} to the other model, on the questions all four runs answered (95% "
                   "bootstrap CI): an interval that excludes 0 means the model changes the effect.", "",
@@ -741,13 +745,41 @@ def header_line(table: Table) -> str:
                else "; no other model has records here."))
 
 
+def model_label(key: str) -> str:
+    """A model key as a reader names the model: an embedded model's short name (``qwen2.5-coder-1.5b-instruct-q4_k_m``
+    → ``qwen2.5-coder-1.5b``); any other key unchanged."""
+    from ..llm.chat import model_slug
+    from ..llm.models import LOCAL_MODELS
+
+    return next((spec.name for spec in LOCAL_MODELS.values() if model_slug(spec.model_id) == key), key)
+
+
+def labelled(frame):
+    """``frame`` with every embedded model's key, in column names and cells, replaced by :func:`model_label`
+    (notebook tables; the reports keep the keys, which name the records' folders)."""
+    from ..llm.chat import model_slug
+    from ..llm.models import LOCAL_MODELS
+
+    keys = sorted((model_slug(s.model_id) for s in LOCAL_MODELS.values()), key=len, reverse=True)
+
+    def short(text):
+        if not isinstance(text, str):
+            return text
+        for k in keys:
+            text = text.replace(k, model_label(k))
+        return text
+
+    return frame.rename(columns=short).apply(lambda col: col.map(short)) if len(frame) else frame.rename(columns=short)
+
+
 def models_frame(names: list[str] | None = None, models: list[str] | None = None, answers: bool = False,
-                 only: bool = False):
+                 only: bool = False, short: bool = True):
     """The model axis of several tables as one DataFrame (for notebooks): a row per cell that a model
     other than the default has records for, a column per model (``models``: model keys or LLM names
     shown even without records, reading "not run"; with ``only``, those models alone beside the default,
     else every model with records too), and the paired differences; with ``answers``, also the
-    same-answer counts and error labels of the reports' *Models* section."""
+    same-answer counts and error labels of the reports' *Models* section; with ``short`` (the default) the
+    embedded models by their short names (:func:`labelled`)."""
     import pandas as pd
 
     chosen = [model_key(m) if (":" in m or m == DEFAULT_LLM) else m for m in (models or [])]
@@ -761,15 +793,17 @@ def models_frame(names: list[str] | None = None, models: list[str] | None = None
     frame = pd.DataFrame(rows)
     if not answers:
         frame = frame[[c for c in frame.columns if not (": same answer as " in c or c.endswith(": errors"))]]
-    return frame.fillna("") if not frame.empty else pd.DataFrame(columns=["table", "cell", "metric", default_key()])
+    frame = frame.fillna("") if not frame.empty else pd.DataFrame(columns=["table", "cell", "metric", default_key()])
+    return labelled(frame) if short else frame
 
 
-def effects_frame(names: list[str] | None = None, models: list[str] | None = None, brief: bool = False):
+def effects_frame(names: list[str] | None = None, models: list[str] | None = None, brief: bool = False,
+                  short: bool = True):
     """The papers' effects at each model (:func:`effects_rows`) of several tables as one DataFrame (for
     notebooks): a row per effect, a column per model (the default model, then ``models`` — model keys or LLM
     names, "not run" without records — or every model with records), the verdicts together (``across``)
     and how much each other model changes the effect; ``brief`` leaves out the paper's values and the cells (the
-    reports' *Models* sections have them)."""
+    reports' *Models* sections have them); with ``short`` (the default) the embedded models by their short names."""
     import pandas as pd
 
     d = default_key()
@@ -783,7 +817,8 @@ def effects_frame(names: list[str] | None = None, models: list[str] | None = Non
                  if (e.a, e.b) not in seen]  # an effect two tables declare (Keqing − KB-BINDER) once
         seen |= {(e.a, e.b) for e in t.effects}
     frame = pd.DataFrame(rows).fillna("") if rows else pd.DataFrame(columns=["table", "effect", d])
-    return frame.drop(columns=[c for c in ("paper", "cells") if c in frame.columns]) if brief else frame
+    frame = frame.drop(columns=[c for c in ("paper", "cells") if c in frame.columns]) if brief else frame
+    return labelled(frame) if short else frame
 
 
 def write_text(path: Path, text: str) -> None:

@@ -28,6 +28,7 @@ entity name, query or answer is kept, so the report regenerates from the records
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -95,10 +96,10 @@ CONFIGS = {
                        "FuSIC, dense retriever, few-shot, exemplars ordered by similarity to the question (deviation; "
                        "the paper's: static)"),
     "fs_dense_dsex": ("fusic", ("shots=5", "retrievers=dense", "exemplar_sparql=dataset"),
-                      "FuSIC, dense retriever, few-shot, exemplars as GrailQA's own gold SPARQL (deviation, the earlier "
-                      "runs' exemplars; the paper's: concise SPARQL)"),
+                      "FuSIC, dense retriever, few-shot, exemplars as GrailQA's own gold SPARQL (deviation; the paper's: "
+                      "concise SPARQL)"),
     "fs_naive_dsex": ("fusic", ("shots=5", "retrievers=none", "egf_rounds=0", "exemplar_sparql=dataset"),
-                      "naive LLM FS-ICL, exemplars as GrailQA's own gold SPARQL (deviation, the earlier runs' exemplars)"),
+                      "naive LLM FS-ICL, exemplars as GrailQA's own gold SPARQL (deviation; FuSIC's: concise SPARQL)"),
     "kbbinder_fs": ("kbbinder", ("shots=5",), "KB-BINDER(-R), 6 drafts voted, few-shot"),
     "kbbinder_zs": ("kbbinder", ("shots=0",), "KB-BINDER(-R), 6 drafts voted, zero-shot (source exemplars)"),
     # the number of exemplars in the prompt (sec. 4.2.2); 5 = fs_dense
@@ -140,6 +141,7 @@ TABLE2_CONFIGS = (*MAIN_CONFIGS, "fs_gfllm", "zs_gfllm")
 #: Table 2 analogue after its rows; the ablations, the target shots and the exemplar counts have their own sections
 TABLE2_DEVIATIONS = ("fs_dense_paths3", "fs_dense_values", "fs_dense_paperfb", "fs_dense_rrsexpr", "fs_naive_egf",
                      "fs_naive_dsex", "fs_dense_dsex")
+PAPER_PATH_HOPS = 2  # TIARA "enumerates 2-hop paths in the KB from each candidate entity" (appendix A.1.1)
 DEPTH = {"fs_dense_paths3": ("fs_dense", 3)}  # deviation cell → (its paper-default cell, max_path_hops)
 #: the configurations with one retriever the MetaQA target is checked on ("with one retriever")
 TARGET_CONFIGS = ("fs_dense", *DEPTH, "fs_bm25", "zs_dense", "zs_bm25", SHOTS[25], SHOTS[100])
@@ -266,6 +268,23 @@ def partial_label(*recs: list[dict[str, Any]]) -> str | None:
 # Column WebQSP→GrailQA-Tech (W→GI-T) of each table: the paper's target most like ours (a domain
 # subset with few relations seen in the source); the paper has no MetaQA and no mini-world.
 PAPER_COLUMN = "WebQSP→GrailQA-Tech"
+#: Table 3 of the paper (FuSIC-KBQA(T) and its ablations, F1), every column as printed: setting → row → the
+#: columns of :data:`PAPER_T3_COLUMNS`; the ablation cells' paper values (:data:`PAPER`) are its W→GI-T column
+PAPER_T3_COLUMNS = ("GI→Gp", "GI→W", "W→GI-T", "W→Gp-P")
+PAPER_T3 = {
+    "zero-shot": {"FuSIC-KBQA(T)": (59.2, 55.9, 68.4, 56.8), "w/o SPARQL": (48.2, 41.2, 60.5, 46.4),
+                  "w/o EGF": (55.1, 53.2, 64.4, 54.9), "w/o RR": (58.0, 48.0, 59.5, 52.6)},
+    "few-shot": {"FuSIC-KBQA(T)": (60.3, 65.0, 70.8, 52.3), "w/o SPARQL": (53.0, 58.7, 64.3, 53.9),
+                 "w/o EGF": (56.5, 62.0, 66.6, 44.0), "w/o RR": (53.7, 61.2, 68.4, 50.5)},
+}
+_WGIT = PAPER_T3_COLUMNS.index("W→GI-T")
+
+
+def _t3(setting: str, row: str) -> str:
+    """Table 3's W→GI-T value of ``row`` (:data:`PAPER_T3`), as :data:`PAPER` holds values."""
+    return f"{PAPER_T3[setting][row][_WGIT]}"
+
+
 PAPER = {
     "fs_dense": ("Table 2, few-shot, FuSIC-KBQA(T)", "70.8"),
     "fs_dense_paths3": ("Table 2, few-shot, FuSIC-KBQA(T) — with its 2-hop paths: the paper has no 3-hop run", "70.8"),
@@ -282,10 +301,10 @@ PAPER = {
                          "A.1.2", "70.8"),
     "io": ("not in the paper", "—"),
     "langchain": ("not in the paper", "—"),
-    "fs_dense_sexpr": ("Table 3, few-shot, w/o SPARQL", "64.3"),
-    "fs_dense_sexpr_sqlpaths": ("Table 3, few-shot, w/o SPARQL", "64.3"),
-    "fs_dense_noegf": ("Table 3, few-shot, w/o EGF", "66.6"),
-    "fs_dense_norr": ("Table 3, few-shot, w/o RR", "68.4"),
+    "fs_dense_sexpr": ("Table 3, few-shot, w/o SPARQL", _t3("few-shot", "w/o SPARQL")),
+    "fs_dense_sexpr_sqlpaths": ("Table 3, few-shot, w/o SPARQL", _t3("few-shot", "w/o SPARQL")),
+    "fs_dense_noegf": ("Table 3, few-shot, w/o EGF", _t3("few-shot", "w/o EGF")),
+    "fs_dense_norr": ("Table 3, few-shot, w/o RR", _t3("few-shot", "w/o RR")),
     "fs_dense_shots25": ("the paper has no 25-shot run; its few-shot runs sample 100 target shots, sec. 4.1", "—"),
     "fs_dense_shots100": ("Table 2, few-shot, FuSIC-KBQA(T) — the paper's 100 target shots", "70.8"),
     "fs_dense_simex": ("sec. 5, exemplar selection: dynamic selection gave \"only minor improvements\" (no number)", "—"),
@@ -296,9 +315,9 @@ PAPER = {
     "kbbinder_zs": ("Table 2, zero-shot, KB-Binder", "33.6"),
     **{f"fs_dense_ex{n}": (f"sec. 4.2.2, {n} shot{'' if n == 1 else 's'} (exemplars in the prompt), FuSIC-KBQA(T,P)",
                            f"{v}") for n, v in ((0, 73.6), (1, 70.5), (3, 72.3))},
-    "zs_dense_sexpr": ("Table 3, zero-shot, w/o SPARQL", "60.5"),
-    "zs_dense_noegf": ("Table 3, zero-shot, w/o EGF", "64.4"),
-    "zs_dense_norr": ("Table 3, zero-shot, w/o RR", "59.5"),
+    "zs_dense_sexpr": ("Table 3, zero-shot, w/o SPARQL", _t3("zero-shot", "w/o SPARQL")),
+    "zs_dense_noegf": ("Table 3, zero-shot, w/o EGF", _t3("zero-shot", "w/o EGF")),
+    "zs_dense_norr": ("Table 3, zero-shot, w/o RR", _t3("zero-shot", "w/o RR")),
     "fs_gfllm": ("Table 2, few-shot, gf-LLM", "61.2"),
     "zs_gfllm": ("Table 2, zero-shot, gf-LLM", "42.8"),
 }
@@ -319,7 +338,8 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
     "zs_both": "BM25 + dense (trained on the source only) for TIARA + Pangu, 3/5/5 per retriever; exemplars from the "
                "source",
     "fs_dense_values": "as fs_dense, but each retrieved path shown with (up to two of) the entities it reaches "
-                       "(show_path_values=true, our earlier prompt): a one-hop answer is then in the context",
+                       "(show_path_values=true; the default shows the paths alone): a one-hop answer is then in the "
+                       "context",
     "fs_dense_paperfb": "as fs_dense, but execution-guided feedback as the paper's (feedback=paper): a query that "
                         "returns answers is final, without our check that it uses the question's entity; a failed "
                         "one gets appendix A.1.4's fixed message (\"The generated SPARQL gives an empty answer when "
@@ -352,10 +372,9 @@ RETRIEVER_NOTE = {  # what differs, per configuration (the model and shots: see 
                       "giving their order: fs_dense's fixed order stands for it)",
     "fs_dense_dsex": "as fs_dense, but the 5 exemplars' SPARQL is GrailQA's own gold query, prefixes shortened "
                      "(exemplar_sparql=dataset: SELECT (?x0 AS ?value) WHERE { SELECT DISTINCT ?x0 … VALUES … FILTER "
-                     "… }), not the concise SELECT DISTINCT ?x of the paths and of the paper's exemplars — what every "
-                     "earlier GrailQA-Tech FuSIC run showed; the 1.5B model copies that template",
-    "fs_naive_dsex": "as fs_naive, but the 5 exemplars' SPARQL is GrailQA's own gold query (exemplar_sparql=dataset, "
-                     "as the earlier runs showed)",
+                     "… }), not the concise SELECT DISTINCT ?x of the paths and of the paper's exemplars; the 1.5B model "
+                     "copies that template",
+    "fs_naive_dsex": "as fs_naive, but the 5 exemplars' SPARQL is GrailQA's own gold query (exemplar_sparql=dataset)",
     "kbbinder_fs": "KB-BINDER with the local model and 5 shots (the paper: GPT-4, its 100 target shots as the "
                    "exemplars, as many as fit in the prompt, sec. 4.1 and A.3; \"majority voting with 6 examples\", "
                    "read as 6 drafts)",
@@ -398,20 +417,25 @@ PAIR_NOTE = {
           "GrailQA→MAKG pair, Table 5, changes the KB too); every question of the target outside its pool of 10 (our "
           "held-out part of our own data)",
 }
-DIFFERS_ALL = ("Everywhere: the local Qwen2.5-Coder-1.5B (Q4, 8k context) instead of gpt-4-0613; our entity linker "
-               "(labels, descriptions, degree) instead of TIARA's trained one; 5 target shots from a pool of 10 "
-               "instead of 100 sampled shots (both show 5 exemplars; MetaQA's retriever also on 25 and 100, the shots "
-               "rows below our Table 3 analogue — the paper's own shots study, sec. 4.2.2, varies the exemplars in "
-               "the prompt); re-ranking shows the candidate paths as SPARQL (the paper's A.1.2 prompt: s-expressions — "
-               "the setting rerank_paths_as=sexpr, optional cells fs_dense_rrsexpr); "
-               "execution-guided feedback tells the LLM any failure and what failed (the paper: a query with no "
-               "answer, one fixed message, sec. 3 and A.1.4 — measured both ways: cells fs_dense_paperfb); "
-               f"{min(p[2] for p in PAIRS.values())}–{max(p[2] for p in PAIRS.values())} reported questions per cell "
-               "instead of the paper's 500 test instances: on MetaQA, MetaQA dev questions (our reported part of a "
-               "seeded dev sample; MetaQA's test set is not used), on GrailQA-Tech GrailQA dev questions and on the "
-               "mini-world our held-out part (every target question outside the pool). The sections \"Which "
-               "questions\" and \"Choices made after looking at outcomes on the reported questions\" below say where "
-               "settings are to be chosen and what was chosen after looking at outcomes on the reported ones.")
+#: what every row does differently from the paper, one item each (:data:`DIFFERS_ALL` in a sentence)
+DIFFERS_EVERYWHERE = (
+    "the local Qwen2.5-Coder-1.5B (Q4, 8k context) instead of gpt-4-0613",
+    "our entity linker (labels, descriptions, degree) instead of TIARA's trained one",
+    "5 target shots from a pool of 10 instead of 100 sampled shots (both show 5 exemplars; MetaQA's retriever also on "
+    "25 and 100, the shots rows below our Table 3 analogue — the paper's own shots study, sec. 4.2.2, varies the "
+    "exemplars in the prompt)",
+    "re-ranking shows the candidate paths as SPARQL (the paper's A.1.2 prompt: s-expressions — the setting "
+    "rerank_paths_as=sexpr, optional cells fs_dense_rrsexpr)",
+    "execution-guided feedback tells the LLM any failure and what failed (the paper: a query with no answer, one fixed "
+    "message, sec. 3 and A.1.4 — measured both ways: cells fs_dense_paperfb)",
+    f"{min(p[2] for p in PAIRS.values())}–{max(p[2] for p in PAIRS.values())} reported questions per cell instead of "
+    "the paper's 500 test instances: on MetaQA, MetaQA dev questions (our reported part of a seeded dev sample; "
+    "MetaQA's test set is not used), on GrailQA-Tech GrailQA dev questions and on the mini-world our held-out part "
+    "(every target question outside the pool)",
+)
+DIFFERS_ALL = ("Everywhere: " + "; ".join(DIFFERS_EVERYWHERE) + ". The sections \"Which questions\" and \"Choices made "
+               "after looking at outcomes on the reported questions\" below say where settings are to be chosen and what "
+               "was chosen after looking at outcomes on the reported ones.")
 PAPER_T7 = {"few-shot": {"TIARA": 5.0, "FuSIC-KBQA(T)": 3.2, "Pangu": 27.0, "FuSIC-KBQA(P)": 27.0, "FuSIC-KBQA(T,P)": 2.8},
             "zero-shot": {"TIARA": 8.6, "FuSIC-KBQA(T)": 3.2, "Pangu": 47.8, "FuSIC-KBQA(P)": 47.8, "FuSIC-KBQA(T,P)": 2.6}}
 PAPER_EGF = {"few-shot": (71.6, 74.4, 74.6, 74.6, 74.6), "zero-shot": (66.7, 68.6, 70.8, 71.2, 71.4)}  # sec. 4.2.2, T,P
@@ -420,10 +444,10 @@ PAPER_EGF = {"few-shot": (71.6, 74.4, 74.6, 74.6, 74.6), "zero-shot": (66.7, 68.
 PAPER_SHOTS = {**{n: float(PAPER[c][1]) for n, c in EXEMPLARS.items() if n != 5}, 5: float(PAPER["fs_both"][1])}
 PAPER_STAGE_S = {"retrieval": 14.4, "rerank": 9.6, "generation": 14.4, "feedback": 18.9}  # appendix A.5
 PAPER_CALLS = 4.7  # Limitations: 3 re-rank + 1 generation + 0.7 EGF calls (GrailQA→WebQSP, one retriever)
-TARGET_F1, TARGET_CALLS = 0.80, 4.7  # a target this project set on MetaQA: one retriever, every hop
+TARGET_F1, TARGET_CALLS = 0.80, 4.7  # our target on MetaQA (not the paper's): one retriever, every hop
 
 
-def _naive_note(pair: str) -> str:
+def naive_note(pair: str) -> str:
     """On MetaQA, why the naive baseline's query can be right without retrieval."""
     if not pair.startswith("metaqa"):
         return ""
@@ -605,14 +629,30 @@ def _stage_means(recs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
     return calls, secs
 
 
+def effect_cells() -> set[tuple[str, str]]:
+    """The (a, b) cells of :data:`TABLE`'s effects, each stated as a − b (the model axis, notebook 21)."""
+    return {(e.a[1], e.b[1]) for e in TABLE.effects if e.a[0] == e.b[0] == TABLE.name}
+
+
+def paired_f1(recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[float, float, float, int]:
+    """:func:`~kgqa_lib.evaluate.report.paired_gain` of ``recs`` over ``base`` in F1 — but when the two cells
+    (:class:`CellRecords`' ``cell``) are an effect of the table stated the other way round (:func:`effect_cells`),
+    the negation of that effect's difference: one effect, one interval, whichever way a table states it (the
+    bootstrap resamples the questions in the first list's order, so the two directions would differ slightly)."""
+    if (getattr(base, "cell", ""), getattr(recs, "cell", "")) in effect_cells():
+        mean, lo, hi, n = paired_gain(base, recs, "f1")
+        return -mean, -hi, -lo, n
+    return paired_gain(recs, base, "f1")
+
+
 def _gain(recs: list[dict[str, Any]], base: list[dict[str, Any]]) -> str:
-    """``recs`` − ``base`` in F1, paired (points, bootstrap 95% CI, n); ``partial k/N`` when either is a cell
-    still running (:func:`partial_label`)."""
+    """``recs`` − ``base`` in F1, paired (points, bootstrap 95% CI, n: :func:`paired_f1`); ``partial k/N`` when
+    either is a cell still running (:func:`partial_label`)."""
     if not recs or not base:
         return "—"
     if partial_label(recs, base):
         return partial_label(recs, base)
-    g = paired_gain(recs, base, "f1")
+    g = paired_f1(recs, base)
     return f"{format_gain(g)} (n={g[3]})" if g[3] else "—"
 
 
@@ -795,6 +835,12 @@ def depth_section(t: ResultTable) -> list[str]:
             "`kgqa bench run fusic_path_depth` → results/bench/fusic_path_depth.md.", "", _md(t)]
 
 
+def shots_label(n: int) -> str:
+    """A row of the target shots (:data:`SHOTS`) as tables and figures name it: 0 is the zero-shot cell, whose
+    prompt shows source exemplars (the others show the same 5 target exemplars)."""
+    return "0: zero-shot (source exemplars)" if n == 0 else str(n)
+
+
 def shots_table(rec) -> ResultTable:
     """The number of target shots (MetaQA, :data:`SHOTS`): each count's F1 and its gain over the
     5-shot cell, paired over the same questions."""
@@ -803,7 +849,8 @@ def shots_table(rec) -> ResultTable:
         five = rec(p, SHOTS[5])
         for n, config in SHOTS.items():
             recs = rec(p, config)
-            rows.append([PAIRS[p][4], n, cell_name(p, config), len(recs), _f1(recs), "—" if n == 5 else _gain(recs, five)])
+            rows.append([PAIRS[p][4], shots_label(n), cell_name(p, config), len(recs), _f1(recs),
+                         "—" if n == 5 else _gain(recs, five)])
     return table("shots", "Number of target shots (MetaQA)",
                  ["pair", "target shots", "cell", "n", "F1 [95% CI]", "− 5 shots (paired) [95% CI]"], rows)
 
@@ -884,7 +931,7 @@ def questions_section(t: ResultTable) -> list[str]:
             "the task's reported part; `fusic:mw-wd>metaqa:reported-<N>hop` loads the same questions under the same "
             "name). GrailQA-Tech's questions are GrailQA dev "
             "questions; the mini-world's, our held-out part of our own data. The MetaQA dev part, like every MetaQA "
-            "dev question, was among the questions the linker rework below was measured on; no FuSIC setting was "
+            "dev question, was among the questions the linker's spans below were chosen on; no FuSIC setting was "
             "tried on it.", "", _md(t)]
 
 
@@ -899,20 +946,22 @@ def choices_section(rec) -> list[str]:
             "outcomes on the same questions the tables report. Some move toward the paper (its exemplars are concise "
             "SPARQL, appendix A.1.3), so this is not one-sided tuning; choices from now on are made on the dev parts "
             "above.", "",
-            "- GrailQA-Tech exemplars: the 5 exemplars' SPARQL was rewritten from GrailQA's own nested gold query to the "
-            "concise form of the paper's exemplars after the GrailQA-Tech runs showed the 1.5B model copying the nested "
-            "query. The earlier exemplars are kept as deviation cells (paired, points): FuSIC few-shot with them minus "
-            f"with the concise ones {_said_gain(rec('gtech', 'fs_dense_dsex'), rec('gtech', 'fs_dense'))}; the naive "
+            "- GrailQA-Tech exemplars: the 5 exemplars' SPARQL is the concise form of the paper's exemplars, chosen over "
+            "GrailQA's own nested gold query (`exemplar_sparql=dataset`) after the GrailQA-Tech cells showed the 1.5B "
+            "model copying the nested query. The nested-query exemplars are kept as deviation cells (paired, points): "
+            "FuSIC few-shot with them minus with the concise ones "
+            f"{_said_gain(rec('gtech', 'fs_dense_dsex'), rec('gtech', 'fs_dense'))}; the naive "
             f"baseline {_said_gain(rec('gtech', 'fs_naive_dsex'), rec('gtech', 'fs_naive'))}.",
-            "- The entity linker was reworked while measuring how often MetaQA's gold topic entity is among the linked "
-            "spans over the whole MetaQA dev file, which holds the reported MetaQA questions, using their gold topic "
-            f"annotations. After it the gold topic is linked on {linked} of the {per_hop} reported questions per hop "
-            "(FuSIC few-shot, dense retriever).",
-            "- Toward the MetaQA target below (one this project set), each of these was tried on the same "
+            "- The entity linker's spans (word n-grams of up to 12 words, as film titles run long) were chosen while "
+            "measuring how often MetaQA's gold topic entity is among the linked spans over the whole MetaQA dev file, "
+            "which holds the reported MetaQA questions, using their gold topic annotations. With them the gold topic is "
+            f"linked on {linked} of the {per_hop} reported questions per hop (FuSIC few-shot, dense retriever).",
+            f"- Toward our MetaQA target (F1 ≥ {TARGET_F1:.2f} on every hop with one retriever at ≤ {TARGET_CALLS} LLM "
+            "calls per question; the paper has no MetaQA), each of these settings was tried on the same "
             f"{per_hop} reported questions per hop "
             "and compared there (paired over the same questions, minus FuSIC few-shot with the dense retriever): the "
-            "paths shown with the entities they reach (`show_path_values`, our earlier prompt; the default now shows "
-            f"the paths alone): {_hops_gains(rec, 'fs_dense_values')}; the paper's feedback instead of ours (ours "
+            "paths shown with the entities they reach (`show_path_values=true`; the default shows the paths alone): "
+            f"{_hops_gains(rec, 'fs_dense_values')}; the paper's feedback instead of ours (ours "
             f"kept): {_hops_gains(rec, 'fs_dense_paperfb')}; the retriever fine-tuned on 25 target shots: "
             f"{_hops_gains(rec, SHOTS[25])}; on 100: {_hops_gains(rec, SHOTS[100])}."]
 
@@ -935,7 +984,7 @@ def ablation_gains(records: Records, setting: str = "few-shot") -> list[dict[str
         more = tuple(d for d in ("fs_dense_sexpr_sqlpaths",) if cell_name(p, d) in _NAMES) if setting == "few-shot" else ()
         for a in ablations + more:
             recs = cell_records(records, cell_name(p, a))
-            gain = paired_gain(recs, full, "f1") if recs and full and not partial_label(recs, full) else None
+            gain = paired_f1(recs, full) if recs and full and not partial_label(recs, full) else None
             out.append({"pair": p, "ablation": a, "full": full, "records": recs,
                         "gain": gain if gain and gain[3] else None, "partial": partial_label(recs, full),
                         "paper − full": float(PAPER[a][1]) - paper_full})
@@ -1070,6 +1119,10 @@ def langchain_section(t: ResultTable) -> list[str]:
             "declaring the prefix `foaf:` (the prompt's example), containing INSERT or DELETE.", "", _md(t)]
 
 
+#: the Table 2 analogue's paired column: each row minus the FuSIC(T) cell it is compared with (:data:`BASELINE_OF`)
+T2_GAIN = "− FuSIC(T), paired (zero-shot rows: − FuSIC(T) zero-shot)"
+
+
 def table2_table(rec) -> ResultTable:
     """The Table 2 analogue: the cells of Table 2's configurations and of our deviations from them
     (:data:`TABLE2_CONFIGS`, :data:`TABLE2_DEVIATIONS`; the ablations, target shots and exemplar counts have
@@ -1093,7 +1146,7 @@ def table2_table(rec) -> ResultTable:
     return table("table2", "Table 2 analogue: configurations, zero- and few-shot, KB-BINDER, gf-LLM, naive FS-ICL, "
                            "our deviations",
                  ["pair", "configuration", "n", "F1 [95% CI]",
-                  "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)", "paper (W→GI-T)",
+                  T2_GAIN, "paper (W→GI-T)",
                   "calls/q", "tokens/q", "s/q", "cache hits"], rows)
 
 
@@ -1120,7 +1173,7 @@ def deviations_table() -> ResultTable:
     naive = [c for c in run if c.startswith("fs_naive") and any(cell_name(p, c) in _NAMES for p in METAQA)]
     if naive:
         rows.append([f"{'; '.join(f'`{c}` {CONFIGS[c][2]}' for c in naive)} — on MetaQA",
-                     _naive_note(METAQA[0]).removeprefix("; ")])
+                     naive_note(METAQA[0]).removeprefix("; ")])
     return table("deviations", "What differs from the paper, row by row",
                  ["applies to (the rows of the Table 2 analogue and of the sections below)", "what differs"], rows)
 
@@ -1402,18 +1455,26 @@ def report(records: Records) -> str:
               "MetaQA has a reserve), FuSIC(T,P) EGF curve beyond what the `fs_both` cells give, the number of "
               "exemplars with two retrievers (the paper's FuSIC(T,P); ours: the dense retriever alone). "
               "Settings with no benchmark cell (unit-tested only): `context_size=compact`, `rerank_short_lists=false`, "
-              "`naive_entities`, `dense_training=head` — the earlier behaviours other than `show_path_values` "
+              "`naive_entities`, `dense_training=head` — the alternatives to the defaults other than `show_path_values` "
               "(cell `fs_dense_values`)."]
     return "\n".join(lines) + "\n"
+
+
+def _few_above_zero() -> str:
+    """The paper's few- against zero-shot FuSIC-KBQA(T), every column of Table 3 (:data:`PAPER_T3`): the effect
+    the model axis checks."""
+    pairs = list(zip(PAPER_T3["few-shot"]["FuSIC-KBQA(T)"], PAPER_T3["zero-shot"]["FuSIC-KBQA(T)"]))
+    above, other = [p for p in pairs if p[0] > p[1]], [p for p in pairs if p[0] <= p[1]]
+    said = lambda ps: ", ".join(f"{f} vs {z}" for f, z in ps)  # noqa: E731
+    return (f"FuSIC-KBQA paper, Table 3, FuSIC-KBQA(T): few-shot above zero-shot on {len(above)} of its {len(pairs)} "
+            f"pairs ({said(above)}" + (f"; {said(other)} the other way" if other else "") + ")")
 
 
 TABLE = register(Table(
     name="fusic", title="FuSIC-KBQA: Tables 1, 2, 3, 7 analogues on MetaQA, GrailQA-Tech and the mini-world (local model)",
     cells=CELLS, report=report, output="fusic.md", strip=strip, records="fusic", metric="f1", row_label=cell_label,
     source="FuSIC-KBQA paper, Tables 1, 2, 3, 7, sec. 4.2.2, appendix A.5",
-    effects=tuple(Effect(f"few-shot above zero-shot, MetaQA {h}-hop",
-                         "FuSIC-KBQA paper, Table 3, FuSIC-KBQA(T): few-shot above zero-shot on 3 of its 4 pairs "
-                         "(60.3 vs 59.2, 65.0 vs 55.9, 70.8 vs 68.4; 52.3 vs 56.8 the other way)",
+    effects=tuple(Effect(f"few-shot above zero-shot, MetaQA {h}-hop", _few_above_zero(),
                          ("fusic", f"metaqa{h}.fs_dense"), ("fusic", f"metaqa{h}.zs_dense")) for h in (1, 2, 3)),
 ))
 
@@ -1423,16 +1484,21 @@ def frames(model: str | None = None) -> dict[str, Any]:
     return {name: t.frame() for name, t in result_tables(Records(TABLE, model)).items()}
 
 
+#: the feedback-rounds panel's curves (:func:`figure_ablations`): configuration → line style, and its name there
+ROUND_CURVES = {"fs_dense": "-", "zs_dense": ":", "fs_both": "--"}
+ROUND_NAMES = {"fs_dense": "FuSIC(T), few-shot", "zs_dense": "FuSIC(T), zero-shot", "fs_both": "FuSIC(T,P), few-shot"}
+
+
 def figure_ablations(records: Records):
     """Notebook 22's figure from the records (cells still running read as not run: pass
     ``complete_records``): Table 3's paired differences per pair with the paper's as black ticks; the F1
-    gained over round 0 after 1..4 feedback rounds, few- and zero-shot FuSIC(T), with the paper's
-    FuSIC(T,P) curves (sec. 4.2.2); F1 against the target shots the dense retriever is fine-tuned on (MetaQA). One colour per
+    gained over round 0 after 1..4 feedback rounds, few- and zero-shot FuSIC(T) and few-shot FuSIC(T,P)
+    (:data:`ROUND_CURVES`), with the paper's FuSIC(T,P) curves (sec. 4.2.2); F1 against the target shots the dense retriever is fine-tuned on (MetaQA). One colour per
     pair throughout. Returns the figure."""
     import matplotlib.pyplot as plt
 
     pairs = [*METAQA, "gtech"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [1.3, 1, 1]})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5), gridspec_kw={"width_ratios": [1.3, 1, 1]})
     ax, width, gains = axes[0], 0.8 / len(pairs), [g for g in ablation_gains(records) if g["ablation"] in ABLATIONS]
     for g in gains:
         i, j = ABLATIONS.index(g["ablation"]), pairs.index(g["pair"])
@@ -1452,7 +1518,7 @@ def figure_ablations(records: Records):
 
     ax = axes[1]
     for j, p in enumerate(pairs):
-        for config, style in (("fs_dense", "-"), ("zs_dense", ":")):
+        for config, style in ROUND_CURVES.items():
             recs = records(cell_name(p, config))
             if recs:
                 curve = f1_after_rounds(recs)
@@ -1460,14 +1526,14 @@ def figure_ablations(records: Records):
     for k, style in (("few-shot", "-"), ("zero-shot", ":")):
         ax.plot(range(5), [v - PAPER_EGF[k][0] for v in PAPER_EGF[k]], style, color="black", lw=1.5,
                 label=f"paper, FuSIC(T,P), {k}")
-    ax.plot([], [], "-", color="C0", label="ours, FuSIC(T), few-shot (colour: pair)")
-    ax.plot([], [], ":", color="C0", label="ours, FuSIC(T), zero-shot (colour: pair)")
+    for config, style in ROUND_CURVES.items():
+        ax.plot([], [], style, color="C0", label=f"ours, {ROUND_NAMES[config]} (colour: pair)")
     ax.axhline(0, color="0.3", lw=0.8)
     ax.set_xticks(range(5))
     ax.set_xlabel("feedback rounds allowed", fontsize=8)
     ax.set_ylabel("F1 gained over round 0 (points)", fontsize=8)
     ax.set_title("What feedback rounds add (sec. 4.2.2)", fontsize=9)
-    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
 
     ax, shots, missing = axes[2], list(SHOTS), []
     for j, p in enumerate(METAQA):
@@ -1483,8 +1549,9 @@ def figure_ablations(records: Records):
             x, f, lo, hi = zip(*pts)
             ax.errorbar(x, f, yerr=[[a - b for a, b in zip(f, lo)], [b - a for a, b in zip(f, hi)]], marker="o", ms=3,
                         capsize=2, color=f"C{j}")
-    ax.set_xticks(range(len(shots)), [str(n) for n in shots])
-    ax.set_xlabel("target shots the dense retriever is fine-tuned on (MetaQA)", fontsize=8)
+    ax.set_xticks(range(len(shots)), [shots_label(n).replace(": ", "\n").replace(" (", "\n(") for n in shots], fontsize=7)
+    ax.set_xlabel("target shots the dense retriever is fine-tuned on\n(MetaQA; from 5 on, the same 5 exemplars)",
+                  fontsize=8)
     ax.set_ylabel("answer F1 (points, 95% CI)", fontsize=8)
     ax.set_ylim(0, 100)
     late = sorted(set(missing))
@@ -1498,7 +1565,7 @@ def figure_ablations(records: Records):
 # ---------------------------------------------------------------- what the notebooks show of it
 #: the columns of the Table 2 analogue a notebook shows per pair (the report has the costs too; what differs:
 #: :func:`deviations_table`)
-TABLE2_COLUMNS = ("configuration", "n", "F1 [95% CI]", "− FuSIC(T) (paired; few-shot, KB-BINDER zero-shot: zero-shot)",
+TABLE2_COLUMNS = ("configuration", "n", "F1 [95% CI]", T2_GAIN,
                   "paper (W→GI-T)")
 
 
@@ -1520,6 +1587,79 @@ def only_configs(t: ResultTable, configs: tuple[str, ...]) -> ResultTable:
     return table(t.name, t.title, t.columns, [r for r in t.rows if cell_of(r[0]).split(".")[-1] in configs])
 
 
+#: what each part of a configuration's name means (digits read as N): the cell names' legend (:func:`legend`)
+NAME_PARTS = {
+    "fs": "few-shot: the retriever fine-tuned on the source and the 5 target shots, 5 target exemplars in the prompt",
+    "zs": "zero-shot: the retriever trained on the source only, exemplars from the source",
+    "dense": "the dense retriever, a MiniLM bi-encoder (≈ FuSIC(T): the paper's TIARA)",
+    "bm25": "BM25 alone (≈ FuSIC(P): for the paper's Pangu)",
+    "both": "BM25 + dense (≈ FuSIC(T,P))",
+    "naive": "the naive LLM FS-ICL baseline: no retrieval",
+    "egf": "with FuSIC's execution-guided feedback (EGF) rounds",
+    "noegf": "w/o EGF: the first query is final",
+    "norr": "w/o re-ranking (RR): the retriever's own top k reaches the prompt",
+    "sexpr": "w/o SPARQL: the LLM writes s-expressions",
+    "sqlpaths": "the paths still shown as SPARQL",
+    "rrsexpr": "re-ranking reads the paths as s-expressions (the paper's form)",
+    "paperfb": "the paper's feedback (one fixed message)",
+    "values": "the paths shown with the entities they reach",
+    "pathsN": "candidate paths of up to N relations (the paper's: 2)",
+    "dsex": "exemplars as GrailQA's own gold SPARQL",
+    "simex": "exemplars ordered by similarity to the question",
+    "shotsN": "the retriever fine-tuned on N target shots (the same 5 exemplars)",
+    "exN": "N exemplars in the prompt (of the 5 target shots)",
+    "gfllm": "gf-LLM: the retriever's own top k, s-expressions, one LLM call",
+    "kbbinder": "KB-BINDER(-R), 6 drafts voted",
+    "io": "direct answering (IO): the question alone, no KB",
+    "langchain": "LangChain's GraphSparqlQAChain, its default prompts",
+}
+
+
+def name_parts(config: str) -> list[str]:
+    """A configuration's name as :data:`NAME_PARTS` keys (``fs_dense_ex3`` → fs, dense, exN)."""
+    return [x if x in NAME_PARTS else re.sub(r"\d+$", "N", x) for x in config.split("_")]
+
+
+def legend() -> str:
+    """What the ids in the tables and figures mean: a cell ``<pair>.<configuration>``, each pair, each part of a
+    configuration's name (:data:`NAME_PARTS`), the datasets' names for MetaQA's questions and the model ids —
+    printed once per notebook near its first table."""
+    from ..llm.models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
+    from ..methods.fusic.tasks import REPORTED
+
+    lines = ["How to read the ids: a cell is <pair>.<configuration> (metaqa1.fs_dense: FuSIC(T) few-shot on MetaQA "
+             "1-hop).", "Pairs:"]
+    lines += [f"  {p}: {v[4]}" for p, v in PAIRS.items()]
+    lines += ["Configurations, by the parts of their names:"]
+    lines += [f"  {k}: {v}" for k, v in NAME_PARTS.items()]
+    lines += [f"Datasets: fusic:mw-wd>metaqa:test-<N>hop (also fusic:mw-wd>metaqa:{REPORTED}-<N>hop) holds MetaQA dev "
+              "questions, our reported part; `test` there names the transfer task's reported part (MetaQA's test set "
+              "is not used).", "Models:"]
+    lines += [f"  {m.model_id}: the local model {m.name}, 4-bit GGUF" + (" (the default: every cell's)" if
+                                                                          m.name == DEFAULT_LOCAL_MODEL else "")
+              for m in LOCAL_MODELS.values()]
+    return "\n".join(lines)
+
+
+def deviation_lines(configs: tuple[str, ...]) -> str:
+    """What differs from the paper, as a list: every row's deviations (:data:`DIFFERS_EVERYWHERE`), each pair's
+    (:data:`PAIR_NOTE`), each of ``configs``' (:data:`RETRIEVER_NOTE`) and, when the naive baseline is among them,
+    why it can answer on MetaQA (:func:`naive_note`)."""
+    lines = ["Every row:"] + [f"- {x}" for x in DIFFERS_EVERYWHERE]
+    lines += ["Per pair:"] + [f"- {', '.join(SHORT[p] for p in PAIRS if _pair_note(p) == note)}: {note}"
+                              for note in PAIR_NOTE.values()]
+    lines += ["Per configuration:"] + [f"- {CONFIGS[c][2]}: {RETRIEVER_NOTE[c]}" for c in configs]
+    if "fs_naive" in configs:
+        lines.append(f"- {CONFIGS['fs_naive'][2]}, on MetaQA: {naive_note(METAQA[0]).removeprefix('; ')}")
+    return "\n".join(lines)
+
+
+#: the funnel's columns (:func:`funnel`), for a reader
+FUNNEL_NOTE = ("n: the cell's questions; analysed: those with a gold analysis (the question's gold topic, path, "
+               "relations and types read when the record was saved) — the columns up to \"gold path in prompt\" count "
+               "among these, \"query answered\" and \"F1 = 1\" among all n; the last column looks at generation alone.")
+
+
 #: Table 7's main cells: FuSIC(T) few- and zero-shot (the dense retriever) and FuSIC(T,P) few-shot (both)
 T7_MAIN = {"fs_dense": "dense", "zs_dense": "dense", "fs_both": "all retrievers"}
 
@@ -1532,6 +1672,25 @@ def table7_main(t7: ResultTable) -> ResultTable:
                                  list(T7_MAIN).index(cell_of(r[0]).split(".")[1])))
     return table("table7_main", "Table 7 analogue, main cells: gold elements (all aspects) not in the top K, the "
                                 "retriever's top k and the LLM's top k (% of questions)", t7.columns, rows)
+
+
+#: the paper's Table 7 rows (:data:`PAPER_T7`) beside each main cell: setting, the supervised retrievers (≈ our
+#: retriever's top k, before re-ranking) and the FuSIC row (≈ the LLM's top k, after)
+T7_PAPER = {"fs_dense": ("few-shot", ("TIARA",), "FuSIC-KBQA(T)"), "zs_dense": ("zero-shot", ("TIARA",), "FuSIC-KBQA(T)"),
+            "fs_both": ("few-shot", ("TIARA", "Pangu"), "FuSIC-KBQA(T,P)")}
+
+
+def table7_beside_paper(t7: ResultTable) -> ResultTable:
+    """:func:`table7_main` with the paper's Table 7 (column W→GI-T, all aspects) beside each row: its supervised
+    retrievers' error rate → FuSIC's (:data:`T7_PAPER`)."""
+    main = table7_main(t7)
+    rows = []
+    for r in main.rows:
+        setting, before, after = T7_PAPER[cell_of(r[0]).split(".")[1]]
+        paper = PAPER_T7[setting]
+        rows.append([*r, f"{setting}: " + ", ".join(f"{x} {paper[x]}" for x in before) + f" → {after} {paper[after]}"])
+    return table("table7_main", main.title + ", beside the paper's Table 7 (W→GI-T)",
+                 [*main.columns, "paper, Table 7 (W→GI-T): supervised retrievers → FuSIC"], rows)
 
 
 def figure_table7(t7: ResultTable):
@@ -1571,39 +1730,70 @@ def live_seconds(recs: list[dict[str, Any]]) -> tuple[float, float] | None:
     return live, (sum(r["llm"].get("cache_hits", 0) for r in rows) / calls if calls else 0.0)
 
 
+#: the stages of a question's seconds (:func:`_stage_means`), the LLM's among them (the others make no LLM call)
+STAGES = ("retrieval", "rerank", "exemplars", "generation", "feedback")
+LLM_STAGES = ("rerank", "generation", "feedback")
+
+
+def live_stage_seconds(recs: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Mean seconds per question by stage (:data:`STAGES`) as a live run takes them: each stage as measured, plus
+    the recorded seconds of the LLM calls this run answered from the cache (``llm.recorded_seconds`` −
+    ``llm.seconds``), which took none here. A record keeps no stage of each cache hit, so its hits are placed in
+    the LLM stages whose calls ran fastest per call (a hit takes ~0 s), as many in a stage as it made calls, and
+    the cached seconds are shared among them by those hits. Sums to :func:`live_seconds`' total up to the
+    non-LLM work inside the LLM stages; None without records that hold their stages and recorded seconds."""
+    rows = [r for r in recs if r.get("stages") and (r.get("llm") or {}).get("recorded_seconds") is not None]
+    if not rows:
+        return None
+    out = {k: 0.0 for k in STAGES}
+    for r in rows:
+        secs, calls, llm = r["stages"]["seconds"], r["stages"]["calls"], r["llm"]
+        for k in STAGES:
+            out[k] += secs.get(k) or 0.0
+        cached, hits = max(0.0, llm["recorded_seconds"] - (llm.get("seconds") or 0.0)), llm.get("cache_hits") or 0
+        placed: dict[str, int] = {}
+        for k in sorted((k for k in LLM_STAGES if calls.get(k)), key=lambda k: (secs.get(k) or 0.0) / calls[k]):
+            placed[k] = min(hits - sum(placed.values()), calls[k])
+        if cached and not sum(placed.values()):  # no hit counted, yet seconds recorded elsewhere: by calls
+            placed = {k: calls.get(k) or 0 for k in LLM_STAGES}
+        total = sum(placed.values())
+        for k, n in placed.items():
+            out[k] += cached * n / total if total else 0.0
+    return {k: v / len(rows) for k, v in out.items()}
+
+
 def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_dense", "fs_both"),
                  records: Records | None = None):
-    """Seconds per question by stage (the report's cost table ``cost``) as stacked bars, one bar per cell of
-    ``configs``, beside the paper's appendix A.5 (GPT-4, one retriever). A call answered from the cache
-    takes no time in its stage; with ``records`` each bar gets a black tick at what the question takes
-    live (:func:`live_seconds`) and its label the share of calls from the cache. A stage no bar shows
-    (under 0.5% of the widest bar) is left out of the legend."""
+    """Seconds per question by stage as stacked bars, one bar per cell of ``configs``, beside the paper's appendix
+    A.5 (GPT-4, one retriever). With ``records`` each bar is what a question takes live (:func:`live_stage_seconds`:
+    a call answered from the cache at its recorded seconds) and its label says the share of calls answered from
+    the cache; without, the report's cost table ``cost`` (this run's seconds, a cache hit none). A stage no bar
+    shows (under 0.5% of the widest bar) is left out of the legend."""
     import matplotlib.pyplot as plt
 
     stages = ("retrieval", "re-rank", "exemplars", "generation", "feedback")
     rows = sorted((r for r in cost.rows if cell_of(r[0]).split(".")[1] in configs and r[6] != ""),
                   key=lambda r: (list(PAIRS).index(cell_of(r[0]).split(".")[0]), configs.index(cell_of(r[0]).split(".")[1])))
-    live = {r[0]: live_seconds(records(cell_of(r[0]))) if records is not None else None for r in rows}
     bars = [("paper, A.5 (GPT-4)", [PAPER_STAGE_S["retrieval"], PAPER_STAGE_S["rerank"], 0.0,
-                                    PAPER_STAGE_S["generation"], PAPER_STAGE_S["feedback"]], None)]
-    bars += [(f"{cell_of(r[0])} (n={r[1]}" + (f", {live[r[0]][1]:.0%} of calls cached" if live[r[0]] else "") + ")",
-              [float(x) for x in r[6:11]], live[r[0]][0] if live[r[0]] else None) for r in rows]
+                                    PAPER_STAGE_S["generation"], PAPER_STAGE_S["feedback"]])]
+    for r in rows:
+        recs = records(cell_of(r[0])) if records is not None else []
+        live, share = live_stage_seconds(recs), live_seconds(recs)
+        label = f"{cell_of(r[0])} (n={r[1]}" + (f", {share[1]:.0%} of calls from the cache" if live and share else "") + ")"
+        bars.append((label, [live[k] for k in STAGES] if live else [float(x) for x in r[6:11]]))
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.8))
     left = [0.0] * len(bars)
-    widest = max(max(sum(b[1]) for b in bars), max((b[2] or 0.0) for b in bars)) or 1.0
+    widest = max(sum(b[1]) for b in bars) or 1.0
     for k, stage in enumerate(stages):
         widths = [b[1][k] for b in bars]
         ax.barh(range(len(bars)), widths, left=left, color=f"C{k}",
                 label=stage if max(widths) >= 0.005 * widest else "_nolegend_")
         left = [a + b for a, b in zip(left, widths)]
-    ticks = [(i, b[2]) for i, b in enumerate(bars) if b[2] is not None]
-    if ticks:
-        ax.scatter([t[1] for t in ticks], [t[0] for t in ticks], marker="|", s=120, color="black", zorder=3,
-                   label="live total (cache hits at their recorded seconds)")
     ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("seconds per question (wall time on 2 shared CPU cores; bars: this run, where a call answered "
-                  "from the cache takes none)", fontsize=8)
+    ax.set_xlabel("seconds per question as a live run takes them (wall time on 2 shared CPU cores"
+                  + ("; a call answered from the cache at its recorded seconds)" if records is not None else
+                     "; this run: a call answered from the cache takes none)"), fontsize=8)
     ax.set_title("Cost per question by stage: FuSIC(T) few- and zero-shot, FuSIC(T,P) few-shot", fontsize=9)
     ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     fig.tight_layout()
@@ -1622,7 +1812,7 @@ def _pts(values: list[float | None], sign: bool = False) -> str:
 
 def _paired(records: Records, pair: str, config: str, against: str) -> tuple[float, float, float, int] | None:
     a, b = cell_records(records, cell_name(pair, config)), cell_records(records, cell_name(pair, against))
-    g = paired_gain(a, b, "f1") if a and b and not partial_label(a, b) else None
+    g = paired_f1(a, b) if a and b and not partial_label(a, b) else None
     return g if g and g[3] else None
 
 
@@ -1641,75 +1831,158 @@ def headline_ablations(records: Records) -> tuple[str, str]:
             " / ".join(f"{format_gain(g)} (n={g[3]})" if g else "—" for g in gains))
 
 
+def _by_ci(gains: dict[str, tuple[float, float, float, int] | None]) -> dict[str, list[str]]:
+    """Pairs by where their paired 95% CI lies: ``above`` 0, ``below`` 0, ``includes`` 0 (no records: left out)."""
+    out: dict[str, list[str]] = {"above": [], "below": [], "includes": []}
+    for p, g in gains.items():
+        if g:
+            out["above" if g[1] > 0 else "below" if g[2] < 0 else "includes"].append(SHORT[p])
+    return out
+
+
+def _on(names: list[str]) -> str:
+    return ", ".join(names) or "no pair"
+
+
 def summary_transfer(records: Records) -> str:
     """Notebook 21's summary, from the records: FuSIC(T) few-shot on MetaQA and GrailQA-Tech beside the
-    paper's Table 2, what retrieval adds over the naive baseline, KB-BINDER, and where our results go the
-    other way from the paper (zero-shot above few-shot; a second retriever that does not help everywhere);
-    "—" or "not run yet" where a cell has no records."""
+    paper's Table 2; what retrieval adds over the naive baseline and KB-BINDER; few- against zero-shot FuSIC(T)
+    on MetaQA (the table's effects, :func:`effect_cells`) and a second retriever against one, each said as the
+    paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop beyond the candidate paths
+    (:func:`beyond_candidates_sentence`). "—" or "not run yet" where a cell has no records."""
     four = (*METAQA, "gtech")
     f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
-    zs = _paired(records, "metaqa1", "zs_dense", "fs_dense")
-    both = {p: _paired(records, p, "fs_both", "fs_dense") for p in four}
-    better = [SHORT[p] for p, g in both.items() if g and g[1] > 0]
-    worse = [SHORT[p] for p, g in both.items() if g and g[2] < 0]
+    naive = _by_ci({p: _paired(records, p, "fs_dense", "fs_naive") for p in four})
+    both = _by_ci({p: _paired(records, p, "fs_both", "fs_dense") for p in four})
+    fz = {p: _paired(records, p, "fs_dense", "zs_dense") for p in METAQA}
+    side = lambda g: ("as in the paper" if g[1] > 0 else "the other way from the paper" if g[2] < 0  # noqa: E731
+                      else "unclear (95% CI including 0)")
+    (t_few, t_zero), (tp_few, t_few_again) = ((PAPER["fs_dense"][1], PAPER["zs_dense"][1]),
+                                              (PAPER["fs_both"][1], PAPER["fs_dense"][1]))
     parts = [f"FuSIC(T) few-shot (one dense retriever, the local 1.5B model) scores answer F1 {f1('fs_dense')} on "
              f"MetaQA dev (our reported part) 1/2/3-hop and GrailQA-Tech, against the paper's {PAPER['fs_dense'][1]} "
              f"on {PAPER_COLUMN} with gpt-4-0613.",
-             f"Retrieval carries it: without retrieval (the naive FS-ICL baseline) F1 is {f1('fs_naive')} (the paper: "
-             f"{PAPER['fs_naive'][1]}), and KB-BINDER few-shot scores {f1('kbbinder_fs')} (the paper: "
-             f"{PAPER['kbbinder_fs'][1]}).",
-             "Where ours goes the other way from the paper: "
-             + (f"zero-shot is {format_gain(zs)} points above few-shot on MetaQA 1-hop (paired), where the paper has "
-                f"zero-shot below ({PAPER['zs_dense'][1]} vs {PAPER['fs_dense'][1]}), though on 2/3-hop it falls to "
-                f"{_pts([_f1_of(records, p, 'zs_dense') for p in METAQA[1:]])}" if zs else
-                "zero-shot against few-shot on MetaQA: not run yet")
-             + f"; and a second retriever (BM25 + dense, the paper's (T,P): {PAPER['fs_both'][1]}, above its (T)) "
-             f"helps on {', '.join(better) or 'no pair'} but costs points on {', '.join(worse) or 'no pair'} "
-             "(paired 95% CIs excluding 0)."]
+             f"Without retrieval (the naive FS-ICL baseline) F1 is {f1('fs_naive')} (the paper: {PAPER['fs_naive'][1]}; "
+             "MetaQA's entity IRIs are their names, so there a query can be written without retrieval): "
+             f"FuSIC(T) few-shot is above it on {_on(naive['above'])} (paired 95% CIs above 0)"
+             + (f", not clearly on {_on(naive['includes'] + naive['below'])}" if naive["includes"] + naive["below"] else "")
+             + f"; KB-BINDER few-shot scores {f1('kbbinder_fs')} (the paper: {PAPER['kbbinder_fs'][1]}).",
+             ("Few-shot minus zero-shot FuSIC(T), paired (the paper, W→GI-T: "
+              f"{t_few} vs {t_zero}): " + "; ".join(f"{SHORT[p]} {format_gain(g)}, {side(g)}" if g else
+                                                  f"{SHORT[p]} not run yet" for p, g in fz.items()) + "."),
+             f"A second retriever (BM25 + dense, the paper's (T,P): {tp_few}, "
+             f"{'above' if float(tp_few) > float(t_few_again) else 'not above'} its (T) {t_few_again}), paired against "
+             f"FuSIC(T) few-shot: above it on {_on(both['above'])}, below on {_on(both['below'])} (95% CIs excluding 0)"
+             + (f", unclear on {_on(both['includes'])}" if both["includes"] else "") + "."]
     three = cell_records(records, cell_name("metaqa3", "fs_dense"))
     if three and not three.partial:
-        f3 = funnel(three)
-        parts.append(f"MetaQA 3-hop is lost before the LLM: with the paper's candidate paths of at most 2 relations the "
-                     f"gold path is a candidate for {f3['gold path short enough']} of {f3['n']} questions.")
+        parts.append(beyond_candidates_sentence(records))
     return " ".join(parts)
 
 
+def beyond_candidates(recs: list[dict[str, Any]], max_hops: int = 2) -> dict[str, int]:
+    """How a cell answers the questions whose gold path is longer than any candidate path (more than
+    ``max_hops`` relations, :func:`funnel`): ``n`` of the cell's questions, ``beyond`` such questions, of those
+    ``F1 = 1``, of these ``relations in prompt`` (every gold relation among the prompt's relations: the
+    LLM's top k, the retriever's own without re-ranking) and ``first query`` (answered by the first query, before
+    any feedback round)."""
+    def relations_in_prompt(g: dict[str, Any]) -> bool:
+        key = "after" if any(x["after"] is not None for x in g["retrieval"]) else "before"
+        return any(x["aspect"] == "relation" and x[key] for x in g["retrieval"])
+
+    far = [r for r in recs if (r.get("gold_analysis") or {}).get("gold_hops", 0) > max_hops]
+    right = [r for r in far if r["metrics"].get("f1") == 1.0]
+    return {"n": len(recs), "beyond": len(far), "F1 = 1": len(right),
+            "relations in prompt": sum(relations_in_prompt(r["gold_analysis"]) for r in right),
+            "first query": sum(len(attempts_of(r)) == 1 for r in right)}
+
+
+def beyond_candidates_sentence(records: Records, pair: str = "metaqa3") -> str:
+    """Notebook 21's sentence on MetaQA 3-hop, from :func:`funnel` and :func:`beyond_candidates` of FuSIC(T) and
+    FuSIC(P) few-shot: how often the gold path is a candidate at the paper's depth, and what the model answers
+    without it."""
+    dense, bm25 = (cell_records(records, cell_name(pair, c)) for c in ("fs_dense", "fs_bm25"))
+    hops = PAPER_PATH_HOPS
+    f, b = funnel(dense, hops), beyond_candidates(dense, hops)
+    other = beyond_candidates(bm25, hops) if bm25 and not bm25.partial else None
+    text = (f"On {SHORT[pair]} the gold path is a candidate for {f['gold path short enough']} of {f['n']} questions "
+            f"(the paper's candidate paths have at most {hops} relations), yet FuSIC(T) few-shot reaches F1 = 1 on "
+            f"{b['F1 = 1']} of the {b['beyond']} whose gold path is longer (F1 "
+            f"{_pct(_mean([r['metrics']['f1'] for r in dense]))}"
+            + (f"; FuSIC(P): {other['F1 = 1']} of {other['beyond']}" if other else "") + ")")
+    if b["F1 = 1"]:
+        text += (f": on {b['relations in prompt']} of those {b['F1 = 1']} every gold relation was in the prompt and the "
+                 f"model wrote the longer query itself; {b['first query']} with its first query, before any feedback "
+                 "round")
+    return text + "."
+
+
+#: what the paper itself says of an ablation in :data:`PAPER_T3` that does not cost points: (setting, row, column)
+PAPER_T3_SAID = {("few-shot", "w/o SPARQL", "W→Gp-P"): "sec. 4.2.2: the biggest gain comes from SPARQL \"except for "
+                                                          "the few-shot setting in the fourth dataset\""}
+
+
+def paper_table3_reading() -> str:
+    """The paper's Table 3 in words, from :data:`PAPER_T3`: in how many of its cases (setting × ablation × column)
+    removing a component costs points, the cases where it does not (with what the paper says of them,
+    :data:`PAPER_T3_SAID`), and whether every ablation costs points in column W→GI-T, the one ours are compared
+    with."""
+    cases = [(setting, row, col, v, rows["FuSIC-KBQA(T)"][i]) for setting, rows in PAPER_T3.items()
+             for row, values in rows.items() if row != "FuSIC-KBQA(T)" for i, (col, v) in enumerate(zip(PAPER_T3_COLUMNS, values))]
+    kept = [c for c in cases if c[3] >= c[4]]
+    ours = [c for c in kept if c[2] == PAPER_T3_COLUMNS[_WGIT]]
+    text = (f"In the paper's Table 3 (FuSIC-KBQA(T), {len(PAPER_T3_COLUMNS)} source→target columns, few- and zero-shot) "
+            f"removing a component costs points in {len(cases) - len(kept)} of its {len(cases)} cases")
+    if kept:
+        text += "; not in " + "; ".join(
+            f"{row}, {setting}, {col} ({v} vs the full model's {full}" + (f"; {PAPER_T3_SAID[setting, row, col]}"
+                                                                   if (setting, row, col) in PAPER_T3_SAID else "") + ")"
+            for setting, row, col, v, full in kept)
+    return text + (f". In its column {PAPER_T3_COLUMNS[_WGIT]}, the one ours are compared with, "
+                   + ("every ablation costs points, few- and zero-shot." if not ours else
+                      "not every ablation costs points either."))
+
+
+#: where one ablation's paired difference (ablation − full) stands against the paper, by its 95% CI, in the words of
+#: the summary: :func:`ablation_side`'s keys, in the order the summary lists them
+SIDES = {"gains": "the other way from the paper, removing the component gains (95% CI above 0)",
+         "costs": "as in the paper, removing the component costs points (95% CI below 0)",
+         "unclear, above 0": "unclear (95% CI including 0), above 0 in the mean",
+         "unclear, below 0": "unclear (95% CI including 0), below 0 in the mean",
+         "unclear, 0": "unclear (95% CI including 0), 0 in the mean"}
+
+
 def ablation_side(gain: tuple[float, float, float, int] | None) -> str | None:
-    """Where one ablation's paired difference (ablation − full, :func:`ablation_gains`) stands against the
-    paper's Table 3, where removing any component costs points: ``costs`` (95% CI below 0: as the paper),
-    ``gains`` (CI above 0: the other way), ``no cost`` (mean ≥ 0, CI including 0: the other way in the mean,
-    not shown), ``unsettled`` (mean below 0, CI including 0); None without a pair of cells."""
+    """Where one ablation's paired difference (ablation − full, :func:`ablation_gains`) stands against the paper's
+    Table 3, by one rule on its 95% CI (as :func:`~kgqa_lib.bench.core.effect_verdict`): ``gains`` (CI above 0: the
+    other way from the paper), ``costs`` (CI below 0: as the paper), else ``unclear, above 0`` / ``unclear, below
+    0`` / ``unclear, 0`` by the sign of its mean rounded to the 0.1 point shown; None without a pair of cells."""
     if not gain:
         return None
     mean, lo, hi, _ = gain
-    return "costs" if hi < 0 else "gains" if lo > 0 else "no cost" if mean >= 0 else "unsettled"
+    if lo > 0:
+        return "gains"
+    if hi < 0:
+        return "costs"
+    shown = round(100 * mean, 1)
+    return "unclear, above 0" if shown > 0 else "unclear, below 0" if shown < 0 else "unclear, 0"
 
 
 def _reversals(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...]) -> str:
-    """Table 3 in words against the paper: where removing a component does not cost (the other way from the
-    paper, whose every ablation costs points), saying when the 95% CI includes 0, and where it costs."""
-    def where(side: str, with_gain: bool = True) -> list[str]:
-        out = []
-        for a in ABLATIONS:
+    """Table 3 in words against the paper (:func:`paper_table3_reading`): every pair × ablation with a paired
+    difference in exactly one list of :data:`SIDES` (:func:`ablation_side`), each with its difference and 95% CI."""
+    lists = {side: [] for side in SIDES}
+    for a in ABLATIONS:
+        for side in SIDES:
             on = [(p, gains[(p, a)]) for p in pairs if ablation_side(gains[(p, a)]) == side]
             if on:
-                out.append(f"{CONFIGS[a][2]} on " + ", ".join(
-                    f"{SHORT[p]}" + (f" {format_gain(g)}" if with_gain else "") for p, g in on))
-        return out
-
-    gained, level, cost, unsettled = where("gains"), where("no cost"), where("costs", False), where("unsettled", False)
-    if not any((gained, level, cost, unsettled)):
-        return "Where ours goes the other way from the paper: not run yet (no ablation paired with its full cell)."
-    other = ((f"removing the component gains, 95% CI above 0: {'; '.join(gained)}" if gained else "")
-             + ("; " if gained and level else "")
-             + (f"removing the component does not cost, though the 95% CI includes 0: {'; '.join(level)}" if level else ""))
-    text = ("In the paper every ablation costs points (Table 3). Where ours goes the other way — "
-            + (other if other else "on no pair: every difference is below 0 or its CI includes 0") + ".")
-    if cost:
-        text += " As in the paper, removing the component costs points (95% CI below 0): " + "; ".join(cost) + "."
-    if unsettled:
-        text += " Below 0 with a 95% CI including 0: " + "; ".join(unsettled) + "."
-    return text
+                lists[side].append(f"{CONFIGS[a][2]} on " + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in on))
+    said = [f"{SIDES[side]}: {'; '.join(items)}." for side, items in lists.items() if items]
+    if not said:
+        return paper_table3_reading() + " Ours against it: not run yet (no ablation paired with its full cell)."
+    said[1:] = [f"{x[0].upper()}{x[1:]}" for x in said[1:]]
+    return (paper_table3_reading() + " Ours, by each paired 95% CI: " + " ".join(said)
+            + ("" if lists["gains"] else " Removing a component gains on no pair (no 95% CI above 0)."))
 
 
 def unfinished(records: Records, configs: tuple[str, ...], pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str | None:

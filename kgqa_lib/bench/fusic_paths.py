@@ -101,6 +101,54 @@ def depth_table(out: dict[str, Any]) -> ResultTable:
                  ["n", *cols], [[r["n"], *(r.get(c, "") for c in cols)] for r in rows])
 
 
+def questions_line(out: dict[str, Any]) -> str:
+    """Which questions the measurement ``out`` ran on, by the reported part's own name (``reported-<N>hop``; a
+    measurement saved before that name existed says ``test-<N>hop``, the same questions)."""
+    from ..methods.fusic.tasks import REPORTED
+
+    spec = out["dataset"].replace(":test-", f":{REPORTED}-")
+    return (f"The questions: `{spec}` — FuSIC's reported MetaQA questions, MetaQA dev questions (MetaQA's test set is "
+            "not used; the benchmark cells name the same part `test-<N>hop`, the transfer task's reported part).")
+
+
+def linker_caveat(out: dict[str, Any], records) -> str:
+    """The measurement's gold topic links against the benchmark's records on the same questions (the ``fusic``
+    table's FuSIC(T) few-shot cell per hop, ``records``: cell name → its saved records): the counts per hop, and
+    where they differ a caveat — the linker is deterministic, so on the same questions a different count means the
+    measurement ran with another version of it than the cells, and its counts on those hops are that linker's."""
+    from .fusic import cell_records, funnel
+
+    ours = {r["hops"]: r["topic linked"] for r in out.get("rows", []) if r["max_path_hops"] == 2}
+    cells = {h: cell_records(records, f"metaqa{h}.fs_dense") for h in ours}
+    theirs = {h: funnel(c)["topic linked"] for h, c in cells.items() if c and not c.partial}
+    if not theirs:
+        return "Gold topic linked: the benchmark's FuSIC(T) few-shot cells are not complete yet, so not compared."
+    counts = ", ".join(f"{h}-hop {ours[h]} vs {theirs[h]}" for h in sorted(theirs))
+    differ = [h for h in sorted(theirs) if ours[h] != theirs[h]]
+    text = (f"Gold topic linked, this measurement vs the benchmark's records on the same questions (FuSIC(T) few-shot, "
+            f"the dense retriever): {counts}.")
+    if not differ:
+        return text + " The same on every hop."
+    hops = ", ".join(f"{h}-hop" for h in differ)
+    return (text + f" They differ on {hops}: the linker is deterministic, so on the same questions this measurement ran "
+            "with another version of the entity linker than the benchmark's cells, and its counts there are that "
+            "linker's (`kgqa bench run fusic_path_depth` measures again with the cells' linker).")
+
+
+#: the measurement's columns a notebook shows: the counts, then the CPU seconds
+COUNTS = ["n", "topic linked", "gold path in candidates", "dense few-shot top 3", "dense few-shot top 5",
+          "dense few-shot top 10", "dense zero-shot top 5", "bm25 top 5", "paths/q mean", "paths/q max"]
+
+
+def depth_frames(out: dict[str, Any]):
+    """The measurement as two DataFrames indexed by (hops, max_path_hops): the counts (:data:`COUNTS`) and the CPU
+    seconds."""
+    import pandas as pd
+
+    d = pd.DataFrame(out["rows"]).set_index(["hops", "max_path_hops"])
+    return d[[c for c in COUNTS if c in d.columns]], d[[c for c in d.columns if "CPU" in c]]
+
+
 def tables(out: dict[str, Any]) -> dict[str, ResultTable]:
     """The report's tables as data, by name (``.frame()`` for a notebook, ``.markdown()`` for the report)."""
     return {t.name: t for t in (depth_table(out),)}
@@ -118,14 +166,9 @@ def report(out: dict[str, Any]) -> str:
     """The measurement as a table (counts of questions out of n)."""
     if not out["rows"]:
         return "no rows\n"
-    from ..methods.fusic.tasks import REPORTED
-
-    spec = out["dataset"].replace(":test-", f":{REPORTED}-")  # (measured before the alias: the same questions)
     lines = ["# FuSIC-KBQA candidate path depth on MetaQA dev questions, the reported part (no LLM)", "",
-             f"`kgqa bench run fusic_path_depth`. The questions: `{spec}` — FuSIC's reported MetaQA questions, "
-             "MetaQA dev questions (MetaQA's test set is not used; the benchmark cells name the same part "
-             "`test-<N>hop`, the transfer task's reported part). Counts of questions (of n) whose gold path is among "
-             "the candidates / "
+             f"`kgqa bench run fusic_path_depth`. {questions_line(out)} Counts of questions (of n) whose gold path is "
+             "among the candidates / "
              "in each retriever's own top k; `max_path_hops` 2 = the paper (TIARA's 2-hop enumeration). Retrievers "
              f"trained on 2-hop candidates either way. Training: {json.dumps(out['training'])}. CPU seconds are "
              "process time (time spent waiting for a shared core is not counted). Raw numbers: `fusic_path_depth.json`.",

@@ -64,23 +64,27 @@ def section(data: dict[str, Any]) -> list[str]:
     lines = ["", "## Table 1 analogue: how far each pair's target is from its source (no LLM)", ""]
     if not data:
         return lines + ["Not computed yet: `kgqa bench run fusic_table1 --yes` (no LLM; needs KGQA_DATA_DIR)."]
-    lines += ["Computed from the data by `kgqa bench run fusic_table1` (kgqa_lib.evaluate.transfer_stats: the "
-              "definitions and where our data cannot give the paper's exactly), on the reported questions of each "
-              "pair (the target; the paper's: its test set) against every source question with a gold logical form "
-              "(the paper's: the source training set). Dom. JS and Func. JS: Jensen–Shannon divergence in bits (log "
-              "base 2: 0 identical, 1 disjoint), in nats in brackets — the paper does not say which log it uses. "
-              "Rel. % new: target questions with a relation no source logical form uses, by KB relation id (the "
-              "paper's; our MetaQA and mini-world pairs change KB or schema, so every id is new there) and by the "
-              "relation's schema-neutral name (the mini-world's property names are MetaQA's relation names). "
-              "Domains: GrailQA's own annotation; the mini-world's, the Freebase domain of each relation; MetaQA's, "
-              "film for every question (our stand-in: MetaQA names none). Functions: GrailQA's (none, count, "
-              "argmax, argmin, comparatives). Src-Tgt sim: the caption's \"average minimum cosine distance\" read "
-              "as each target question's cosine similarity to its nearest source question, averaged (the mean "
-              f"over all pairs in brackets), with our encoder ({data['encoder']}; the paper names none). # Tokens: "
-              "whitespace tokens per question. Target gen.: the target questions i.i.d. / compositional / zero-shot "
-              f"with respect to the {data['shots']} target shots our few-shot cells use (GrailQA's definitions; the "
-              "paper's 100 shots; it marks which occur).", "", *table1(data).markdown().splitlines()]
-    return lines
+    return lines + [columns_note(data), "", *table1(data).markdown().splitlines()]
+
+
+def columns_note(data: dict[str, Any]) -> str:
+    """How the Table 1 analogue's columns are computed (the measurement ``data``: its encoder and shots)."""
+    return ("Computed from the data by `kgqa bench run fusic_table1` (kgqa_lib.evaluate.transfer_stats: the "
+            "definitions and where our data cannot give the paper's exactly), on the reported questions of each "
+            "pair (the target; the paper's: its test set) against every source question with a gold logical form "
+            "(the paper's: the source training set). Dom. JS and Func. JS: Jensen–Shannon divergence in bits (log "
+            "base 2: 0 identical, 1 disjoint), in nats in brackets — the paper does not say which log it uses. "
+            "Rel. % new: target questions with a relation no source logical form uses, by KB relation id (the "
+            "paper's; our MetaQA and mini-world pairs change KB or schema, so every id is new there) and by the "
+            "relation's schema-neutral name (the mini-world's property names are MetaQA's relation names). "
+            "Domains: GrailQA's own annotation; the mini-world's, the Freebase domain of each relation; MetaQA's, "
+            "film for every question (our stand-in: MetaQA names none). Functions: GrailQA's (none, count, "
+            "argmax, argmin, comparatives). Src-Tgt sim: the caption's \"average minimum cosine distance\" read "
+            "as each target question's cosine similarity to its nearest source question, averaged (the mean "
+            f"over all pairs in brackets), with our encoder ({data['encoder']}; the paper names none). # Tokens: "
+            "whitespace tokens per question. Target gen.: the target questions i.i.d. / compositional / zero-shot "
+            f"with respect to the {data['shots']} target shots our few-shot cells use (GrailQA's definitions; the "
+            "paper's 100 shots; it marks which occur).")
 
 
 COLUMNS = ("pair", "source / target questions", "Dom. JS", "Rel. % new: KB ids (names)", "Func. JS",
@@ -102,6 +106,23 @@ def table1(data: dict[str, Any]) -> ResultTable:
                      f"{gen['I']} / {gen['C']} / {gen['Z']}" if gen else "—"])
     body += [[f"paper, Table 1, row {name}", "—", *values] for name, values in PAPER_T1.items()]
     return table("table1", "Table 1 analogue: how far each pair's target is from its source (no LLM)", COLUMNS, body)
+
+
+def paper_column_reading(data: dict[str, Any], column: str) -> str:
+    """Why the paper's ``column`` stands beside ours, as far as Table 1 tells: of the paper's rows
+    (:data:`PAPER_T1`), the one whose target has the largest share of questions with a relation new to the source,
+    against our pairs' shares (the measurement ``data``; KB ids, and relation names in brackets)."""
+    most = max(PAPER_T1, key=lambda k: float(PAPER_T1[k][1]))
+    rows = data.get("rows") or []
+    if not rows:
+        return f"The paper's values beside ours are its column {column}; our pairs' Table 1 is not computed yet."
+    ids = [r["new_relation_pct"] for r in rows]
+    names = [r["new_relation_name_pct"] for r in rows]
+    span = lambda xs: f"{min(xs):.1f}" if min(xs) == max(xs) else f"{min(xs):.1f}–{max(xs):.1f}"  # noqa: E731
+    return (f"The paper's values beside ours are its column {column}"
+            + (", its Table 1 row" if most == column else f"; its Table 1 row {most} is the one")
+            + f" with the most target questions using a relation new to the source ({PAPER_T1[most][1]}%); ours: "
+            f"{span(ids)}% by KB relation id ({span(names)}% by relation name).")
 
 
 def tables(data: dict[str, Any]) -> dict[str, ResultTable]:

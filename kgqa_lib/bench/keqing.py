@@ -406,7 +406,7 @@ def selection_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
 
 
 def cost_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
-    """Calls by stage, the single-candidate selection calls the method no longer makes, tokens, seconds."""
+    """Calls by stage, the single-candidate selection calls the pipeline skips, tokens, seconds."""
     body = []
     for h, recs in rows.items():
         row = summarize(recs)
@@ -433,33 +433,57 @@ def full_tables(records: Records) -> dict[str, ResultTable]:
     return {t.name: t for t in out}
 
 
+#: what the columns of keqing_full's tables mean (its report prints each above its table; notebook 31 under it:
+#: :func:`legend`)
+FOUR_STAGES_LEGEND = (
+    "`paper`: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table names no "
+    "split). `gold-path ceiling`: Hits@1 of the gold relation path executed on this KB as Keqing executes chains — what "
+    "a perfect decomposition would score. `decomposition only`: Hits@1 of the `keqing_metaqa` run on the same questions "
+    "(no selection, no response: every entity the chains reach is an answer); `gain`: the four stages minus it, in "
+    "points, with a paired bootstrap 95% CI. `decomposition acc. (chain)`: the top-1 templates' chains, concatenated, "
+    "are the gold chain (the paper's decomposition accuracy). `seed linked right`: the first sub-question's seed names "
+    "link to the topic entity; `(n=…)`: the records that carry this check (the others were saved without it).")
+SELECTION_LEGEND = (
+    "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions whose "
+    "candidates hold a gold answer; `gold selected` — questions whose selected answers hold a gold one, at any rank "
+    "(Hits@1 counts the first answer only, so it can be lower: a selection that keeps several candidates may rank a "
+    "wrong one above the gold one); `precision` — selected candidates that are gold; `recall` — gold candidates that "
+    "were selected (both pooled over the questions whose trace lists every candidate: `n=`); `fell back to all` — "
+    "sub-questions, every step counted, whose selection selected nothing (`empty`) or named no candidate "
+    "(`unmatched`), or whose candidates stayed above what one selection call may show (`over bound`): each keeps "
+    "every candidate; `response names the top answer` — lenient check: the normalised top answer occurs in the "
+    "response text.")
+DISAGREEMENTS_LEGEND = (
+    "Same questions, Hits@1. `lost`: right with decomposition only, wrong with the four stages; `won`: the reverse. "
+    "Causes of the losses from the records (the decomposition differs; a selection before the last sub-question "
+    "dropped every path to a gold answer; the last selection left the gold answers out; gold selected but not ranked "
+    "first), and the gold relation chains of the lost questions (`^r`: the relation walked backwards).")
+#: LLM calls per question as the pipeline makes them (:func:`calls_now`), where a table shows them
+CALLS_NOW = ("the recorded calls less any selection call over a single candidate entity, which the pipeline skips "
+             "(it cannot change the answer)")
+
+
 def report_full(records: Records) -> str:
     """The four-stage pipeline against the decomposition-only run on the same questions."""
     t = full_tables(records)
     lines = ["# Keqing, the paper's four stages, on MetaQA dev (local model)", "",
-             "Default settings (candidate selection by the LLM, then a response). `decomposition only`: the",
-             "`keqing_metaqa` run on the same questions; gains in points with a paired bootstrap 95% CI. The paper's",
-             "column: Keqing paper, Table 2, row Keqing-LLaMA (Ours) (LoRA-fine-tuned LLaMA-7B, Hits@1; the table",
-             "names no split). The default leaves out the dense supplement (`dense_supplement=0`), which the paper's",
-             "sec. 3.2 says it included \"in practice\" (with no number for it): the paper's column was probably made",
-             "with it; keqing_ablations' dense cells measure what it changes.", "", _md(t["four_stages"]),
-             "", "## Candidate reasoning and response", "",
-             "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions "
-             "whose candidates hold a gold answer; `precision` — selected candidates that are gold; `recall` — gold "
-             "candidates that were selected (both pooled over the questions whose trace lists every candidate); `response names the top answer` — lenient "
-             "check: the normalised top answer occurs in the response text.", "", _md(t["selection"])]
+             "Default settings (candidate selection by the LLM, then a response). " + FOUR_STAGES_LEGEND + " The "
+             "default leaves out the dense supplement (`dense_supplement=0`), which the paper's sec. 3.2 says it "
+             "included \"in practice\" (with no number for it): the paper's column was probably made with it; "
+             "keqing_ablations' dense cells measure what it changes.", "", _md(t["four_stages"]),
+             "", "## Candidate reasoning and response", "", SELECTION_LEGEND, "", _md(t["selection"])]
     lines += _bound_lines(t["bound"]) + _target_lines(t["target"]) + _disagreement_lines(t["disagreements"])
     lines += ["", "## Cost", "",
               "`single-candidate calls`: selection calls over one candidate entity, which cannot change the answer (an "
-              "empty or unmatched selection falls back to it); the method no longer makes them, so `calls/q without them` "
-              "is what the current code spends on these questions.", "", _md(t["cost"]),
+              "empty or unmatched selection falls back to it); the pipeline skips them, so `calls/q without them` "
+              "is what it spends on these questions.", "", _md(t["cost"]),
               "", "s/q is wall time per question on 2 cores, including stretches where other jobs shared the cores."]
     return "\n".join(lines) + "\n"
 
 
 def calls_now(r: dict[str, Any]) -> int:
-    """LLM calls the current code makes for this record's question: the recorded ones less the selection
-    calls over one candidate entity, which it no longer makes (they cannot change the answer)."""
+    """LLM calls the pipeline makes for this record's question: the recorded ones less any selection call
+    over one candidate entity, which it skips (it cannot change the answer)."""
     single = sum(1 for x in r.get("reasoning") or []
                  if x.get("mode") == "select" and x.get("n_candidates") == 1 and (x.get("calls") or 0) > 0)
     return int(r["llm"]["calls"]) - single
@@ -479,7 +503,7 @@ def bound_table(rows: dict[int, list[dict[str, Any]]]) -> ResultTable:
 
 
 def target_table(rows: dict[int, list[dict[str, Any]]], records: Records) -> ResultTable:
-    """Per hop: Hits@1 against the gold-path ceiling and the calls the current code makes."""
+    """Per hop: Hits@1 against the gold-path ceiling and the calls the pipeline makes (:func:`calls_now`)."""
     body = [[h, *_target_cells(recs, *ceiling(records, h, {r["qid"] for r in recs}))] for h, recs in rows.items()]
     return table("target", "Within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
                  ["hops", "Hits@1", "ceiling", "ours − ceiling (points)", "calls/q", "met"], body)
@@ -496,9 +520,8 @@ def _bound_lines(t: ResultTable) -> list[str]:
 
 def _target_lines(t: ResultTable) -> list[str]:
     return ["", "## Target: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question", "",
-            "`calls/q`: what the current code spends on these questions (the recorded calls less the single-candidate "
-            "selection calls it no longer makes, which cannot change the answer). `within 2 points` counts a gap of "
-            "exactly 2.0 as within.", "", *_md(t).splitlines()]
+            f"`calls/q`: what the pipeline spends on these questions ({CALLS_NOW}). `within 2 points` counts a gap "
+            "of exactly 2.0 as within.", "", *_md(t).splitlines()]
 
 
 def _chain(r: dict[str, Any], which: str) -> str:
@@ -551,12 +574,8 @@ def disagreements_table(rows: dict[int, list[dict[str, Any]]], dec_only: Records
 
 
 def _disagreement_lines(t: ResultTable) -> list[str]:
-    return ["", "## Where the four stages and decomposition only disagree", "",
-            "Same questions, Hits@1. `lost`: right with decomposition only, wrong with the four stages; `won`: the "
-            "reverse. Causes of the losses from the records (the decomposition differs; a selection before the last "
-            "sub-question dropped every path to a gold answer; the last selection left the gold answers out; gold "
-            "selected but not ranked first), and the gold relation chains of the lost questions (`^r`: the relation "
-            "walked backwards).", "", *_md(t).splitlines()]
+    return ["", "## Where the four stages and decomposition only disagree", "", DISAGREEMENTS_LEGEND, "",
+            *_md(t).splitlines()]
 
 
 def _disagreements(rows: dict[int, list[dict[str, Any]]], dec_only: Records, folder: Path) -> list[str]:
@@ -630,7 +649,7 @@ def dense_description() -> str:
 ABLATION_COLUMNS = ("configuration", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "gain over default", "chain right / seed right",
                     "candidates / sub-q", "over the bound: group choice first / kept all / of", "reasoning calls/q",
                     "calls/q", "tokens/q", "s/q (cached calls/q)")
-DEFAULT_LABEL = "K = 1, decomposition (default)"
+DEFAULT_LABEL = "K = 1, sub-questions (default, four stages)"
 CHAIN_LABEL = "logical chain directly (Fig. 6)"
 LAST_LABEL = "selection on the last sub-question only"
 
@@ -640,7 +659,7 @@ def _ablation_cells(label: str, recs: list[dict[str, Any]], base: list[dict[str,
     whose decomposition has a seed to check but no template chain."""
     row = summarize(recs)
     n_cands = [x.get("n_candidates") or 0 for r in recs for x in r.get("reasoning") or []]
-    # calls the current code makes (older records hold selection calls over one candidate; see calls_now)
+    # calls the pipeline makes (a record may hold selection calls over one candidate, which it skips: calls_now)
     calls = sum((r.get("stages") or {}).get("calls", {}).get("reasoning", 0) - (int(r["llm"]["calls"]) - calls_now(r))
                 for r in recs) / len(recs)
     row["calls/q"] = float(np.mean([calls_now(r) for r in recs]))
@@ -664,7 +683,7 @@ def _hop_cells(h: int) -> dict[str, str]:
     from 2 hops, the parts beyond the figures)."""
     cells = {f"K = {k}": f"keqing_k{k}_{h}hop" for k in KS}
     cells[CHAIN_LABEL] = f"keqing_chain_{h}hop"
-    if h > 1:  # one sub-question: the same as the default
+    if h > 1:  # LAST_NOTE: one sub-question, the same as the default
         cells[LAST_LABEL] = f"keqing_last_{h}hop"
     cells.update({label: f"{prefix}_{h}hop" for prefix, _, label in PARTS})
     return cells
@@ -725,40 +744,53 @@ def ablation_tables(records: Records) -> dict[str, ResultTable]:
             "parts": parts_table(scored, full, running)}
 
 
+#: what each column of the ablations table means (its report prints them all above the table; notebook 32 those
+#: of the columns it shows, under it: :func:`legend`)
+ABLATION_NOTES = {
+    "gain over default": "`gain over default`: Hits@1 minus the default (K = 1, sub-questions, the four stages: the "
+                         "keqing_full records of the same questions), points, paired bootstrap 95% CI.",
+    "chain right / seed right": "`chain right / seed right`: the decomposition's relation chain (for the logical chain "
+                                "directly: the written chain) equals the gold chain / its seed names link to the topic "
+                                "entity (`—`: records without the seed check; `n=a / b`: b of the a records carry it).",
+    "candidates / sub-q": "`candidates / sub-q`: candidate answers the reasoning stage saw per sub-question.",
+    "over the bound: group choice first / kept all / of": (
+        "`over the bound`: sub-questions whose candidates exceed what one selection call may show "
+        f"({REASON_MAX} facts): narrowed first by the group choice (one more call; only with several chain groups, "
+        "i.e. K > 1) / then still above it, every candidate kept without a selection / all over it (all sub-questions "
+        "with a selection stage)."),
+    "calls/q": f"`calls/q`: LLM calls per question, {CALLS_NOW}; tokens are as recorded.",
+    "s/q (cached calls/q)": (
+        "`s/q (cached calls/q)`: wall seconds per question, which depend on the machine's load when each run was "
+        "made; a call with the same prompt as one another run made before it (the decomposition, a selection over the "
+        "same candidates) is answered from the LLM cache, so cells run later took fewer seconds."),
+}
+#: why selection on the last sub-question only has no 1-hop cell (:func:`_hop_cells`)
+LAST_NOTE = ("no 1-hop cell (a 1-hop question has one sub-question, so selecting at the last one is the "
+             "default)")
+
+
 def report_ablations(records: Records) -> str:
     """Fig. 5's K-curve and Fig. 6's decompose-vs-chain on MetaQA, each paired against the default
-    (K = 1, decomposition: the keqing_full records of the same questions)."""
+    (K = 1, sub-questions, the four stages: the keqing_full records of the same questions)."""
     t = ablation_tables(records)
     lines = ["# Keqing ablations on MetaQA dev (local model): Fig. 5's K, Fig. 6's logical chain directly, the dense "
              "supplement, candidates as text, the released code", "",
              f"{ABLATION_SAMPLE} questions per hop (a subset of keqing_full's {SAMPLE}); every other setting is the "
-             "default (four stages). `gain`: Hits@1 minus the default run (K = 1, decomposition) on the same questions, "
-             "points, paired bootstrap 95% CI. `candidates / sub-q`: candidate answers the reasoning stage saw per "
-             "sub-question. The paper draws Fig. 5 on WebQSP (no model named) and Fig. 6 on MetaQA (fine-tuned "
-             "LLaMA, its caption); its "
-             "curves are read from the figures, so no number of theirs is printed here. `logical chain directly`: the "
-             "LLM writes the relation chain, which runs from the topic entity as one step; candidate reasoning and the "
-             "response as in the default (the paper replaces only decomposition and retrieval). `selection on the last "
-             "sub-question only` is not in the paper (`reason_steps=last`): earlier sub-questions keep every entity "
-             "their chains reach. `over the bound`: sub-questions whose candidates exceed what one selection call may "
-             f"show ({REASON_MAX} facts): narrowed first by the group choice (one more call; only with several chain "
-             "groups, i.e. K > 1) / then still above it, every candidate kept without a selection / all over it (all "
-             "sub-questions with a selection stage). Calls per question are what the current code makes (the default "
-             "row's keqing_full records hold selection calls over one candidate, which it no longer makes: "
-             "keqing_full's cost section; their tokens are as recorded). `s/q (cached calls/q)`: wall seconds per "
-             "question, which depend on the machine's load when each run was made; a call with the same prompt as "
-             "one an earlier run made (the decomposition, a selection over the same candidates) is answered from the "
-             "LLM cache, so later cells took fewer seconds. `chain right / seed right`: the decomposition's relation "
-             "chain (for the logical chain directly: the written chain) equals the gold chain / its seed names link to "
-             "the topic entity (`—`: records older than the seed check; `n=a / b`: b of them have it). A cell still "
-             "running reads `partial k/N` and is not scored. The parts of the paper beyond its figures — the dense "
-             "supplement (sec. 3.2), candidates as text (sec. 3.3) — and its authors' released code, each on the same "
-             "questions: what each is, what the paper says of it and where ours departs, in their section below.", "",
+             "default (four stages). The paper draws Fig. 5 on WebQSP (no model named) and Fig. 6 on MetaQA "
+             "(fine-tuned LLaMA, its caption); its curves are read from the figures, so no number of theirs is printed "
+             "here. `logical chain directly`: the LLM writes the relation chain, which runs from the topic entity as "
+             "one step; candidate reasoning and the response as in the default (the paper replaces only decomposition "
+             "and retrieval). `selection on the last sub-question only` is not in the paper (`reason_steps=last`): the "
+             f"sub-questions before the last keep every entity their chains reach; it has {LAST_NOTE}. "
+             + " ".join(ABLATION_NOTES.values()) + " A cell still running reads `partial k/N` and is not scored. The "
+             "parts of the paper beyond its figures — the dense supplement (sec. 3.2), candidates as text (sec. 3.3) — "
+             "and its authors' released code, each on the same questions: what each is, what the paper says of it and "
+             "where ours departs, in their section below.", "",
              _md(t["ablations"]),
              "", "## Target on these questions: within 2 points of the gold-path ceiling at ≤ 3 LLM calls per question",
              "", "The target for the full pipeline, per configuration with all its questions; `ceiling`: the gold "
-             "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above (what the "
-             "current code makes). A gap of exactly 2.0 counts as within.", "", _md(t["target"])]
+             "relation path executed as Keqing executes chains, on the same questions; `calls/q` as above. A gap of "
+             "exactly 2.0 counts as within.", "", _md(t["target"])]
     return "\n".join(lines + _parts_lines(t["parts"])) + "\n"
 
 
@@ -837,6 +869,21 @@ def parts_table(records: Records, full: Records, running: dict[str, str] | None 
                   "what it changed"], body)
 
 
+#: what the parts table's `what it changed` column counts, per part (cell prefix)
+CHANGED = {
+    "keqing_dense": "its candidates per sub-question it joined, the answers it gave, the questions answered with one, "
+                    "and the one-candidate sub-questions that made a selection call with it",
+    "keqing_text": "selection calls per question, and of its selection calls over several candidates those whose "
+                   "answer selected nothing (`empty`) or named no candidate (`unmatched`; each falls back to every "
+                   "candidate), beside the default's on the same questions",
+    "keqing_released": "its reasoning calls, the sub-questions with a seed whose facts were over the bound, and the "
+                       "names matching no fact (dropped)",
+}
+PARTS_LEGEND = ("Each configuration against the default (the four stages with K = 1, the keqing_full records) on the "
+                "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI; a cell still "
+                "running reads `partial k/N` and is not scored. The paper gives no number for any of the three.")
+
+
 def text_description() -> str:
     """``candidates=text`` as implemented, what sec. 3.3 claims of the two formats and what that predicts here."""
     return ("the candidate facts serialised as sentences (`s r o.`) instead of tuples `(s, r, o)` whose format the "
@@ -845,9 +892,7 @@ def text_description() -> str:
             "too, not only the format: `keqing_select_text` is the candidate-reasoning instruction of the paper's "
             "Table 1 ('Use the following pieces of context …', with our reply line), where the default "
             "`keqing_select` adds the tuple rules and 'give every answer the tuples support' — a difference is the two "
-            "together. `what it changed`: selection calls per question, and of its selection calls over several "
-            "candidates those whose answer selected nothing (`empty`) or named no candidate (`unmatched`; each falls "
-            "back to every candidate), beside the default's on the same questions")
+            f"together. `what it changed`: {CHANGED['keqing_text']}")
 
 
 def released_description() -> str:
@@ -866,19 +911,14 @@ def released_description() -> str:
             "where `chat.py` always takes the answers of the sub-question it depends on; `chat.py` returns "
             "`list(set(...))`, in arbitrary order (its Hits@1 is then a matter of chance), where ours keeps the "
             f"model's order; and at most {s.released_seeds} seeds per sub-question and {s.released_facts} facts per "
-            "call (`chat.py` has no bound). `what it changed`: its reasoning calls, the sub-questions with a seed whose "
-            "facts were over the bound, and the names matching no fact (dropped)")
+            f"call (`chat.py` has no bound). `what it changed`: {CHANGED['keqing_released']}")
 
 
 def _parts_lines(t: ResultTable) -> list[str]:
     return ["", "## The dense supplement, candidates as text and the released code, beside the default", "",
-            "Each configuration against the default (the four stages with K = 1, the keqing_full records) on the "
-            "questions both answered, Hits@1, the difference in points with a paired bootstrap 95% CI; a cell still "
-            "running reads `partial k/N` and is not scored. The paper gives no number for any of the three.", "",
+            PARTS_LEGEND, "",
             f"- `dense supplement` (sec. 3.2, `dense_supplement={DENSE_N}`): {dense_description()}. "
-            f"{dense_disclosure()}. `what it changed`: its candidates per sub-question it joined, the answers it "
-            "gave, the questions answered with one, and the one-candidate sub-questions that made a selection call "
-            "with it.",
+            f"{dense_disclosure()}. `what it changed`: {CHANGED['keqing_dense']}.",
             f"- `candidates as text` (sec. 3.3, `candidates=text`): {text_description()}.",
             f"- `as released by its authors` (`pipeline=released`): {released_description()}.", "",
             *_md(t).splitlines()]
@@ -891,7 +931,7 @@ def _parts(records: Records, full: Records) -> list[str]:
 
 def _target_cells(recs: list[dict[str, Any]], ceil: float, n_ceil: int) -> list[Any]:
     """`Hits@1 | ceiling | − ceiling | calls/q | met` of the target: within 2 points of the gold-path
-    ceiling (a gap of exactly 2.0 is within) at ≤ 3 LLM calls per question (what the current code makes)."""
+    ceiling (a gap of exactly 2.0 is within) at ≤ 3 LLM calls per question (:func:`calls_now`)."""
     hits = float(np.mean([r["metrics"]["hits@1"] for r in recs]))
     calls = float(np.mean([calls_now(r) for r in recs]))
     if not n_ceil:
@@ -936,14 +976,60 @@ FIG5_ROWS = (DEFAULT_LABEL, *(f"K = {k}" for k in KS))  # the ablations table's 
 FIG6_ROWS = (DEFAULT_LABEL, CHAIN_LABEL)
 
 
+#: the columns of each report table that hold shares (Hits@1, F1, accuracies, the paper's values), which the
+#: reports print as fractions and the notebooks in points (:func:`in_points`)
+SHARES = {
+    "decomposition_only": ("Hits@1 [95% CI]", "paper", "gold-path ceiling", "decomposition acc. (chain) [95% CI]"),
+    "four_stages": ("Hits@1 [95% CI]", "F1 [95% CI]", "paper", "gold-path ceiling", "decomposition only",
+                    "decomposition acc. (chain)", "seed linked right"),
+    "selection": ("gold among candidates", "gold selected", "selection precision", "selection recall",
+                  "response names the top answer"),
+    "bound": ("Hits@1",),
+    "target": ("Hits@1", "ceiling"),
+    "ablations": ("Hits@1 [95% CI]", "F1 [95% CI]", "chain right / seed right"),
+    "parts": ("default Hits@1", "Hits@1"),
+}
+POINTS_NOTE = "Hits@1, F1 and the other shares in points (of 100), like the gains."
+_SHARE = re.compile(r"(?<![\d.])[01]\.\d{2,3}(?![\d.])")
+
+
+def in_points(t: ResultTable, columns: tuple[str, ...]) -> ResultTable:
+    """``t`` with every share in ``columns`` (``0.970``, ``0.99``: a fraction as the reports print it) written in
+    points to the same precision (``97.0``, ``99``); other cells and columns as they are."""
+    from decimal import Decimal
+
+    def points(m: re.Match) -> str:
+        value = Decimal(m.group(0))
+        return m.group(0) if value > 1 else f"{value * 100:.{len(m.group(0)) - 4}f}"
+
+    keep = [c in columns for c in t.columns]
+    return table(t.name, t.title, t.columns, [[_SHARE.sub(points, c) if k and isinstance(c, str) else c
+                                               for c, k in zip(r, keep)] for r in t.rows])
+
+
 def frames(name: str) -> dict[str, Any]:
     """The report tables of ``keqing_metaqa``, ``keqing_full`` or ``keqing_ablations`` as DataFrames, from the
-    saved records of the cells that hold their planned questions (a cell still running reads not run yet)."""
+    saved records of the cells that hold their planned questions (a cell still running reads not run yet), the
+    shares in points (:func:`in_points`; the columns: :func:`legend`)."""
     from .core import get_table
     from .overview import complete_records
     from .result_table import frames as to_frames
 
-    return to_frames(list(BUILDERS[name](complete_records(get_table(name))).values()))
+    return to_frames([in_points(t, SHARES.get(t.name, ()))
+                      for t in BUILDERS[name](complete_records(get_table(name))).values()])
+
+
+LEGENDS = {"four_stages": FOUR_STAGES_LEGEND, "selection": SELECTION_LEGEND, "disagreements": DISAGREEMENTS_LEGEND,
+           "parts": PARTS_LEGEND}
+
+
+def legend(name: str, columns: list[str] | tuple[str, ...] | None = None) -> str:
+    """What the columns of the :func:`frames` table ``name`` mean: the text its report prints beside it
+    (``ablations``: the notes of ``columns`` only, default all of :data:`ABLATION_NOTES`), led by
+    :data:`POINTS_NOTE` where the table holds shares."""
+    text = (" ".join(ABLATION_NOTES[c] for c in (columns or ABLATION_NOTES) if c in ABLATION_NOTES)
+            if name == "ablations" else LEGENDS[name])
+    return f"{POINTS_NOTE} {text}" if name in SHARES else text
 
 
 def by_hop(df):
@@ -970,7 +1056,7 @@ def ablation_points():
     """Fig. 5 and Fig. 6 as numbers, from the complete ablation cells: per hop the default (K = 1,
     decomposition: keqing_full on the same questions), each K and the logical chain directly, with n,
     Hits@1 and its 95% CI, the paired difference from the default and its 95% CI (points), candidates
-    per sub-question and the calls per question the current code makes."""
+    per sub-question and the LLM calls per question (:func:`calls_now`)."""
     import pandas as pd
 
     from .overview import complete_records
@@ -1006,8 +1092,8 @@ def _pts(x: float) -> str:
 
 def summary() -> str:
     """Notebook 31's summary, from the saved records: the four stages on MetaQA dev against the paper's
-    Table 2 and the gold-path ceiling, the selection stage against decomposition alone (where it goes the
-    other way from the paper), and GrailQA against the paper's appendix C."""
+    Table 2 and the gold-path ceiling, the selection stage against decomposition alone (worded from the paired
+    CIs: :func:`selection_wording`), and GrailQA against the paper's appendix C."""
     from . import keqing_grailqa as G
     from .overview import complete_records
 
@@ -1033,17 +1119,10 @@ def summary() -> str:
                  for h, recs in done.items()}
         gains = {h: paired_gain(done[h], base, "hits@1") for h, base in pairs.items() if base}
         if gains:
-            worse = [h for h, g in gains.items() if g[2] < 0]
             text = ("The candidate-selection stage, which the paper adds to pick the answers among the candidates, "
                     "changes Hits@1 by " + _slash([format_gain(g) for g in gains.values()])
                     + f" points on {'/'.join(map(str, gains))}-hop against decomposition alone (every entity the "
-                    "chains reach is an answer; paired)")
-            if worse:
-                h = worse[-1]
-                causes = disagreement_counts({h: done[h]}, dec)[h]
-                top, n = causes["causes"].most_common(1)[0] if causes["causes"] else ("—", 0)
-                text += (f": it goes the other way from the paper ({n} of the {causes['lost']} {h}-hop questions it "
-                         f"loses: {top})")
+                    "chains reach is an answer; paired): " + selection_wording(gains, dec, done))
             out.append(text + ".")
     recs = complete_records(G.TABLE)(G.LINKED)
     if not recs:
@@ -1068,6 +1147,66 @@ def summary() -> str:
     return " ".join(out)
 
 
+def _hops(hs) -> str:
+    return "/".join(str(h) for h in hs) + "-hop"
+
+
+def selection_wording(gains: dict[int, tuple[float, float, float, int]], dec: Records,
+                      full: dict[int, list[dict[str, Any]]]) -> str:
+    """What the selection stage's paired Hits@1 differences from decomposition alone (``gains`` per hop) say,
+    from their 95% CIs: lower where the interval lies below 0 (with the commonest cause of the questions it loses
+    there, :func:`disagreement_counts`), higher where above, no clear difference where it reaches 0. The paper
+    gives no result without the stage, so nothing is said of it."""
+    from .core import effect_verdict
+
+    by: dict[str, list[int]] = {}
+    for h, g in gains.items():
+        by.setdefault(effect_verdict(g, 1), []).append(h)
+    parts = []
+    if by.get("reversed"):
+        h = by["reversed"][-1]
+        causes = disagreement_counts({h: full[h]}, dec)[h]
+        top, n = causes["causes"].most_common(1)[0] if causes["causes"] else ("—", 0)
+        parts.append(f"lower at {_hops(by['reversed'])} (paired 95% CI below 0; {n} of the {causes['lost']} {h}-hop "
+                     f"questions it loses: {top})")
+    if by.get("holds"):
+        parts.append(f"higher at {_hops(by['holds'])} (paired 95% CI above 0)")
+    if by.get("unclear"):
+        parts.append(f"no clear difference at {_hops(by['unclear'])} (paired 95% CI reaching 0)")
+    if by.get("no difference"):
+        parts.append(f"none at {_hops(by['no difference'])} (every question scored the same)")
+    return "; ".join(parts) + " — the paper gives no result without this stage"
+
+
+def fig6_wording(chain) -> str:
+    """What Fig. 6's paired differences (``chain``: :func:`ablation_points`' rows of the logical chain directly,
+    indexed by hops; chain − sub-questions in points) say against the paper, which finds sub-questions ahead:
+    from each hop's 95% CI — the paper's lead holds (below 0), goes the other way (above 0) or is unclear (reaching
+    0); when every interval reaches 0, that the lead does not reproduce, and which way the differences lean."""
+    from .core import effect_verdict
+
+    by: dict[str, list[int]] = {}
+    for h, r in chain.iterrows():
+        by.setdefault(effect_verdict((r["gain"], r["gain_low"], r["gain_high"], int(r["n"])), -1), []).append(h)
+    if set(by) <= {"unclear", "no difference"}:
+        g = chain["gain"].round(1)
+        lean = ("level" if (g == 0).all() else "level or higher" if (g >= 0).all() else "level or lower"
+                if (g <= 0).all() else "higher at some hops, lower at others")
+        return (f"it does not reproduce the paper's lead for sub-questions: the chain scores {lean}, every paired 95% "
+                "CI reaching 0")
+    parts = []
+    if by.get("holds"):
+        parts.append(f"the paper's lead for sub-questions holds at {_hops(by['holds'])} (paired 95% CI below 0)")
+    if by.get("reversed"):
+        parts.append(f"it goes the other way from the paper at {_hops(by['reversed'])} (the chain ahead, paired 95% CI "
+                     "above 0)")
+    if by.get("unclear"):
+        parts.append(f"unclear at {_hops(by['unclear'])} (paired 95% CI reaching 0)")
+    if by.get("no difference"):
+        parts.append(f"no difference at {_hops(by['no difference'])} (every question scored the same)")
+    return "; ".join(parts)
+
+
 def ablations_headline(pts=None) -> tuple[str, str]:
     """Notebook 32's headline metric: Fig. 6 — the logical chain written directly minus sub-questions (the default,
     K = 1), paired Hits@1 in points per hop on MetaQA dev, from :func:`ablation_points` (default: the saved records)."""
@@ -1085,12 +1224,7 @@ def parts_summary(records: Records, full: Records) -> str:
     without all its questions (``records``: the complete ones, :func:`kgqa_lib.bench.overview.complete_records`)."""
     parts = []
     for prefix, _, label in PARTS:
-        gains = []
-        for h in HOPS:
-            recs = records(f"{prefix}_{h}hop")
-            qids = {r["qid"] for r in recs}
-            base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if recs else []
-            gains.append(format_gain(paired_gain(recs, base, "hits@1")) if recs and base else "still running")
+        gains = [format_gain(g) if g else "still running" for g in part_gains(prefix, records, full).values()]
         parts.append(f"{label}: " + (_slash(gains) if any(g != "still running" for g in gains) else "still running"))
     return (f"Beyond the figures, against the default on the same questions ({'/'.join(map(str, HOPS))}-hop, paired "
             f"Hits@1 points; the paper gives no number for these): {'; '.join(parts)}.")
@@ -1098,7 +1232,7 @@ def parts_summary(records: Records, full: Records) -> str:
 
 def ablations_summary() -> str:
     """Notebook 32's summary, from the saved records: Fig. 5's K-curve and Fig. 6's sub-questions against the
-    logical chain directly on MetaQA dev (where it goes the other way from the paper), selection on the last
+    logical chain directly on MetaQA dev (against the paper, from the paired CIs: :func:`fig6_wording`), selection on the last
     sub-question only, the dense supplement, candidates as text and the released code (:func:`parts_summary`:
     ``still running`` until a cell holds its questions), and the cells not run yet."""
     from .overview import complete_records
@@ -1123,13 +1257,11 @@ def ablations_summary() -> str:
     if not ch.empty:
         d = pts[pts["configuration"] == DEFAULT_LABEL].set_index("hops")
         h = ch.index.max()
-        reverse = bool((ch["gain"] >= 0).all() and (ch["gain"] > 0).any())
-        out.append(f"Fig. 6 {'goes the other way from the paper' if reverse else 'compared with the paper'}: the logical "
-                   f"chain written directly scores {_slash([f'{v:+.1f}' for v in ch['gain']])} points against "
-                   f"sub-questions on {'/'.join(str(x) for x in ch.index)}-hop ({h}-hop paired 95% CI "
-                   f"[{ch.loc[h, 'gain_low']:+.1f}, {ch.loc[h, 'gain_high']:+.1f}]) with {ch.loc[h, 'calls/q']:.2f} "
-                   f"LLM calls per {h}-hop question against {d.loc[h, 'calls/q']:.2f}, where the paper finds that "
-                   "sub-questions comprehensively outperform chains.")
+        diffs = _slash([f"{_pts(r['gain'])} [{_pts(r['gain_low'])}, {_pts(r['gain_high'])}]" for _, r in ch.iterrows()])
+        out.append(f"Fig. 6: the logical chain written directly minus sub-questions is {diffs} Hits@1 points on "
+                   f"{_hops(ch.index)} (paired 95% CI), with {ch.loc[h, 'calls/q']:.2f} LLM calls per {h}-hop question "
+                   f"against {d.loc[h, 'calls/q']:.2f}; the paper finds that sub-questions comprehensively outperform "
+                   f"chains, and here {fig6_wording(ch)}.")
     records, full = complete_records(TABLE_ABLATIONS), Records(TABLE_FULL)
     last = {h: _hop_runs(records, full, h) for h in HOPS if h > 1}
     last = {h: paired_gain(runs[LAST_LABEL], base, "hits@1") for h, (runs, base) in last.items()
@@ -1143,3 +1275,107 @@ def ablations_summary() -> str:
         out.append(f"{len(missing)} of the table's {len(TABLE_ABLATIONS.cells)} cells have not run yet "
                    f"(`kgqa bench run keqing_ablations`).")
     return " ".join(out)
+
+
+# ---------------------------------------------------------------- for the notebooks: the parts, models, Table 2's samples
+#: what the paper (or the released code) leads one to expect of each part beyond the figures against the default,
+#: per cell prefix: (the side of 0 the paired difference should fall on, the expectation in words)
+EXPECTED = {"keqing_dense": (1, "Hits@1 ≥ the default (sec. 3.2 adds the supplement to broaden retrieval)"),
+            "keqing_text": (-1, "Hits@1 ≤ the default (sec. 3.3: text suits fine-tuned models, rules the others; ours "
+                                "is not fine-tuned)"),
+            "keqing_released": (-1, "Hits@1 below the default (a seed's 1-hop facts instead of templates)")}
+_OUTCOME = {"holds": "holds", "reversed": "fails", "unclear": "unclear", "no difference": "no difference",
+            "not run": "not run yet"}
+
+
+def part_gains(prefix: str, records: Records | None = None, full: Records | None = None) -> dict[int, Any]:
+    """Per hop, a part's paired Hits@1 difference from the default (``paired_gain``, fractions) on the questions
+    both answered, or None while its cell does not hold its questions (``records``: the complete ablation records,
+    default the saved ones)."""
+    from .overview import complete_records
+
+    records = complete_records(TABLE_ABLATIONS) if records is None else records
+    full = Records(TABLE_FULL) if full is None else full
+    out: dict[int, Any] = {}
+    for h in HOPS:
+        recs = records(f"{prefix}_{h}hop")
+        qids = {r["qid"] for r in recs}
+        base = [r for r in full(f"keqing_full_{h}hop") if r["qid"] in qids] if recs else []
+        out[h] = paired_gain(recs, base, "hits@1") if recs and base else None
+    return out
+
+
+def expectation(label: str, gains: dict[int, Any] | None = None) -> str:
+    """Where a part's expectation (:data:`EXPECTED`) holds, fails or is unclear, per hop from its paired 95% CI
+    (on the expected side of 0 / on the other / reaching 0), pointing to what the part changed."""
+    from .core import effect_verdict
+
+    prefix = next(p for p, _, lb in PARTS if lb == label)
+    sign, what = EXPECTED[prefix]
+    gains = part_gains(prefix) if gains is None else gains
+    side = {"holds": "the paired 95% CI on the expected side of 0", "reversed": "the paired 95% CI on the other side "
+            "of 0", "unclear": "the paired 95% CI reaching 0", "no difference": "every question scored the same"}
+    per = [f"{h}-hop {_OUTCOME.get(v, v)}" + (f", {format_gain(g)} points ({side.get(v, v)})" if g else "")
+           for h, g in gains.items() for v in [effect_verdict(g, sign)]]
+    return (f"Expected: {what}. Against the default on the same questions: {'; '.join(per)}. What the part did, per "
+            f"hop, is its `what it changed` below.")
+
+
+def parts_view(parts, label: str, width: int = 110):
+    """A part's rows of the parts table (``frames('keqing_ablations')['parts']``) without the long columns, and
+    the text to print under them: the expectation (:func:`expectation`), what ``what it changed`` counts
+    (:data:`CHANGED`) and its value per hop, wrapped to ``width``."""
+    from textwrap import fill
+
+    prefix = next(p for p, _, lb in PARTS if lb == label)
+    rows = parts[parts["configuration"] == label]
+    lines = [fill(expectation(label), width), fill(f"`what it changed`: {CHANGED[prefix]}.", width)]
+    lines += [fill(f"{h}-hop: {w}", width, subsequent_indent="  ") for h, w in rows["what it changed"].items() if w]
+    return rows.drop(columns=["configuration", "what it changed"]), "\n".join(lines)
+
+
+def models_view(names: list[str], models: list[str]):
+    """:func:`kgqa_lib.bench.core.models_frame` of ``names`` beside ``models``, indexed by cell, the columns every
+    row shares (``metric``) moved to a caption; and that caption."""
+    from .core import models_frame
+
+    frame = models_frame(names, models=models)
+    shared = [c for c in ("metric",) if c in frame and frame[c].nunique() == 1]
+    caption = "".join(f"{c}: {frame[c].iloc[0]} (in points, 95% CI; the differences paired). " for c in shared)
+    return frame.drop(columns=shared).set_index(["table", "cell"]), caption.strip()
+
+
+def effects_view(names: list[str], models: list[str], width: int = 110):
+    """:func:`kgqa_lib.bench.core.effects_frame` of ``names`` beside ``models``, indexed by effect, the paper's
+    values and the cells compared moved to a caption (one line per effect, wrapped to ``width``); and that caption."""
+    from textwrap import fill
+
+    from .core import effects_frame
+
+    frame = effects_frame(names, models=models)
+    lines = [fill(f"{r['effect']}: {r['paper']} (cells {r['cells']}).", width, subsequent_indent="  ")
+             for _, r in frame.iterrows()]
+    return frame.drop(columns=[c for c in ("table", "paper", "cells") if c in frame]).set_index("effect"), "\n".join(lines)
+
+
+def table2_samples() -> str:
+    """How many MetaQA dev questions per hop Table 2's rows of ours rest on (the complete cells): Keqing's, and the
+    baselines' (KB-BINDER, Think-on-Graph) with how many of theirs are among Keqing's — the table mixes samples."""
+    from .baselines import TABLE_METAQA
+    from .overview import complete_records
+
+    keqing, base = complete_records(TABLE_FULL), complete_records(TABLE_METAQA)
+    per = {}
+    for h in HOPS:
+        mine = {r["qid"] for r in keqing(f"keqing_full_{h}hop")}
+        theirs = [{r["qid"] for r in base(f"{m}_metaqa_{h}hop")} for m in ("kbbinder", "tog")]
+        per[h] = (len(mine), *(len(q) for q in theirs), *(len(q & mine) for q in theirs))
+    say = lambda k, kb, tog, kb_in, tog_in, where="": (  # noqa: E731
+        f"Keqing {k}, KB-BINDER {kb}, Think-on-Graph {tog}{where}" + (", the baselines' all among Keqing's"
+                                                                     if (kb_in, tog_in) == (kb, tog) else
+                                                                     f" ({kb_in} and {tog_in} of theirs among Keqing's)"))
+    text = (say(*per[HOPS[0]], where=" questions per hop") if len(set(per.values())) == 1
+            else "; ".join(f"{h}-hop: {say(*v)}" for h, v in per.items()))
+    return (f"Questions behind each row (MetaQA dev, our reported part): {text}. Keqing's rows and the baselines' "
+            "stand on samples of different sizes; a paired comparison (Keqing − KB-BINDER) uses the questions both "
+            "answered.")

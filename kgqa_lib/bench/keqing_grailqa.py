@@ -32,8 +32,8 @@ import numpy as np
 
 from ..evaluate.report import format_gain, paired_gain, summarize
 from .core import Cell, Records, Table, partial, register
-from .keqing import (DENSE_N, _md, _rate, dense_description, dense_disclosure, stage, strip_full, supplement_calls,
-                     supplement_stats)
+from .keqing import (DENSE_N, POINTS_NOTE, _md, _rate, dense_description, dense_disclosure, in_points, stage,
+                     strip_full, supplement_calls, supplement_stats)
 from .result_table import ResultTable, table
 
 SAMPLE = 200
@@ -164,6 +164,36 @@ def _row(label: str, recs: list[dict[str, Any]], paper_key: str, total: int) -> 
             _rate([r["metrics"]["f1"] for r in recs]), ceiling, *_papers(paper_key)]
 
 
+#: what the question groups and columns of a cell's tables mean (the report's opening says it; notebook 31 prints it
+#: under the tables: :func:`legend`)
+QUESTIONS_LEGEND = (
+    "`chain`: the gold s-expression is a relation chain from one entity (the outer answer-type class aside); "
+    "`non-chain`: constraints, a second entity or class, counts, superlatives, comparatives — no gold chain, never a "
+    "template, answered as Keqing can. `covered`: every hop of the gold chain has a template in the bank. "
+    "`gold-chain ceiling`: the gold chain executed as Keqing executes chains (topic linked by name, never an answer), "
+    "over the row's chain questions. `share`: the row's part of the cell's questions.")
+#: the paper's columns (Tables 5 and 6), and what its EM is
+PAPER_COLUMNS = ("Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
+                 f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets")
+EM_NOTE = ("The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is not that "
+           "metric.")
+#: the settings table's columns
+SETTINGS_LEGEND = (
+    "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities, of the "
+    "cell's chain questions. `paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% "
+    "CI; each row names its comparison (linked − ORACLE; dense − linked: the supplement against the linked default). "
+    "The paper's columns stand on every row; on the dense row they are the paper's own setting as far as it says: its "
+    "sec. 3.2 (\"In practice, … will also be included as supplementary answer candidates\") implies that its numbers, "
+    "Table 5's Keqing-LLaMA row among them, include the supplement. While the dense cell runs, it reads `partial k/N` "
+    "and is not scored.")
+#: the columns of each table that hold shares (:func:`kgqa_lib.bench.keqing.in_points`), by the table's name without
+#: its cell's prefix (``linked_levels`` → ``levels``; the first table of a cell: ``questions``)
+SHARES = {"settings": ("Hits@1 [95% CI]", "F1 [95% CI]", *(f"paper {m}: F1 (EM)" for m in PAPER)),
+          "questions": ("share", "Hits@1 [95% CI]", "F1 [95% CI]", "gold-chain ceiling Hits@1 / F1",
+                        *(f"paper {m}: F1 (EM)" for m in PAPER)),
+          "levels": ("Hits@1",),
+          "decomposition": ("chain right [95% CI]", "seed right [95% CI]", "both [95% CI]", "Hits@1")}
+
 LABELS = {LINKED: "linked (default)", ORACLE: "ORACLE: gold topic", DENSE: "linked + dense supplement"}
 TITLES = {LINKED: "Linked topics (the default, `topics=linked`)",
           ORACLE: "ORACLE topics (`topics=oracle`: the gold s-expression's entity — not a GrailQA setting)",
@@ -292,13 +322,35 @@ def result_tables(records: Records) -> dict[str, ResultTable]:
     return {t.name: t for t in out}
 
 
+def _kind(name: str) -> str:
+    """A table's kind, its name without its cell's prefix: ``settings``, ``questions`` (a cell's first table),
+    ``levels``, ``decomposition``, ``cost``."""
+    for key in KEYS.values():
+        if name == key:
+            return "questions"
+        if name.startswith(key + "_"):
+            return name[len(key) + 1:]
+    return name
+
+
 def frames() -> dict[str, Any]:
     """The report's tables as DataFrames, from the saved records of the cells that hold their planned
-    questions (a cell still running reads not run yet)."""
+    questions (a cell still running reads not run yet), the shares in points (:data:`SHARES`; the columns:
+    :func:`legend`)."""
     from .overview import complete_records
     from .result_table import frames as to_frames
 
-    return to_frames(list(result_tables(complete_records(TABLE)).values()))
+    return to_frames([in_points(t, SHARES.get(_kind(t.name), ()))
+                      for t in result_tables(complete_records(TABLE)).values()])
+
+
+def legend(name: str) -> str:
+    """What the columns of the :func:`frames` table ``name`` mean (a cell's tables: ``linked``, ``linked_levels``,
+    …), in the report's words: the settings' columns and the paper's; a cell's question groups and the paper's."""
+    kind = _kind(name)
+    text = {"settings": f"{SETTINGS_LEGEND} {PAPER_COLUMNS}. {EM_NOTE}",
+            "questions": f"{QUESTIONS_LEGEND} {PAPER_COLUMNS}. {EM_NOTE}", "levels": QUESTIONS_LEGEND}.get(kind, "")
+    return f"{POINTS_NOTE} {text}".strip() if kind in SHARES else text
 
 
 def cell_topics(cell: Cell) -> str:
@@ -387,12 +439,7 @@ def report(records: Records) -> str:
              "candidate selection by the LLM, response). Questions: a seeded sample of `keqing:grailqa`, the GrailQA "
              f"dev questions of the shared fragment outside the pool ({GRAILQA_POOL_FRACTION:.0%} of them, seed "
              f"{GRAILQA_SPLIT_SEED}, stratified by level) that the template bank (its one-hop chain questions) and the "
-             "decomposition exemplars (its chain questions) come from. `chain`: the gold s-expression is a relation "
-             "chain from one entity (the outer answer-type class aside); `non-chain`: constraints, a second entity or "
-             "class, counts, superlatives, comparatives — no gold chain, never a template, answered as Keqing can. "
-             "`covered`: every hop of the gold chain has a template in the bank. `gold-chain ceiling`: the gold chain "
-             "executed as Keqing executes chains (topic linked by name, never an answer), over the row's chain "
-             "questions.", "",
+             "decomposition exemplars (its chain questions) come from. " + QUESTIONS_LEGEND, "",
              "Topics: GrailQA gives no topic entities at test time. Keqing uses a question's topics three ways: they "
              "are never an answer, their mention is masked in the question template that picks the decomposition "
              "exemplars, and they seed a sub-question the decomposition gave no usable seed. `topics=linked` (the "
@@ -401,10 +448,7 @@ def report(records: Records) -> str:
              "off the gold s-expression (the chain's entity and its verbatim mention): an **oracle**, shown for "
              "comparison, never a GrailQA result. Which topics each cell's records were made with:", "",
              *topics_lines(recs, cells, running), "", f"Provenance: {PROVENANCE}.", "",
-             "Paper columns: Keqing paper, appendix C, Table 5 (column `Overall`) and Table 6 (columns `IID`, "
-             f"`Compositional`, `Zero-shot`), rows {' and '.join(f'`{m}`' for m in PAPER)}; F1 with EM in brackets, "
-             "as fractions. The paper's EM is exact match of a logical form, which Keqing here never writes: Hits@1 is "
-             "not that metric. Its F1 is answer F1, as ours, but over all "
+             f"{PAPER_COLUMNS}, as fractions. {EM_NOTE} Its F1 is answer F1, as ours, but over all "
              f"{PAPER_DEV:,} dev questions on full Freebase, with templates from {PAPER_TRAIN:,} training questions "
              "and a fine-tuned LLaMA-7B; here the GrailQA dev sample of KGQA_DATA_DIR (`grailqa_ToG_1000.json`), a "
              "fragment holding only its questions' gold facts, templates from the pool split of the same questions, "
@@ -415,13 +459,7 @@ def report(records: Records) -> str:
              + dense_disclosure(f"`{LINKED}` beside the paper's Tables 5 and 6", f"`{DENSE}` measures what it changes")
              + ".", "", f"{fragment_caveat()}.", "",
              f"## The settings (GrailQA dev, {FRAGMENT})", "",
-             "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities. "
-             "`paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% CI; each row "
-             "names its comparison (linked − ORACLE; dense − linked: the supplement against the linked default). The "
-             "paper's columns stand on every row; on the dense row they are the paper's own setting as far as it says: "
-             "its sec. 3.2 (\"In practice, … will also be included as supplementary answer candidates\") implies that "
-             "its numbers, Table 5's Keqing-LLaMA row among them, include the supplement. While the dense cell runs, "
-             "it reads `partial k/N` and is not scored.", "",
+             SETTINGS_LEGEND, "",
              _md(settings_table(recs, running))]
     for name in (LINKED, ORACLE, DENSE):
         lines += ["", f"## {TITLES[name]} — GrailQA dev, {FRAGMENT}", "", f"`{name}`.", ""] + \
@@ -451,6 +489,14 @@ def webqsp_coverage() -> dict[str, int]:
         out[f"{len(chain)}-hop"] = out.get(f"{len(chain)}-hop", 0) + 1
         out["covered"] += all(c in known for c in chain)
     return out
+
+
+def webqsp_line(coverage: dict[str, int] | None = None) -> str:
+    """:func:`webqsp_coverage` in a sentence: the parses with a chain, by length, and how many of them the bank
+    covers."""
+    wq = webqsp_coverage() if coverage is None else coverage
+    return (f"WebQSP parses with an inferential chain: {wq['parses']} ({wq['1-hop']} one-hop, {wq['2-hop']} two-hop); "
+            f"the GrailQA pool's template bank holds every chain relation of {wq['covered']} of the {wq['parses']}.")
 
 
 TABLE = register(Table(

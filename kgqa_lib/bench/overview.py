@@ -180,8 +180,8 @@ def tog_metaqa_note(records: Records | None = None) -> str:
     """What Think-on-Graph's MetaQA rows measure, in one paragraph from the saved ``baselines_metaqa`` records
     (its report says it at length): on 2- and 3-hop questions the judge (the local model) stops the search at
     depth 1, before a path can reach the answer (:func:`~.baselines.tog_early_stops`), so Keqing − ToG there
-    measures the judge, not ToG's search; the entity-scoring prompt was rewritten after failing on reported
-    questions; and the depth floor (a deviation: the judge not asked before depth k), paired against ToG as
+    measures the judge, not ToG's search; the entity-scoring prompt departs from the published one, chosen on the
+    reported questions; and the depth floor (a deviation: the judge not asked before depth k), paired against ToG as
     published — or how far its cells are. Empty without ToG records."""
     records = records or Records(B.TABLE_METAQA)
     tog = {h: records(f"tog_metaqa_{h}hop") for h in B.HOPS}
@@ -195,10 +195,10 @@ def tog_metaqa_note(records: Records | None = None) -> str:
                      "answer, so Keqing − ToG there measures that judge stopping early, not ToG's search")
     recs = [r for rs in tog.values() for r in rs]
     hashes = {((r.get("config") or {}).get("prompts") or {}).get("tog_entities") for r in recs}
-    parts.append("ToG's entity-scoring prompt was rewritten after its first wording failed on reported MetaQA "
-                 "questions (the model rated every candidate entity 0, so the beam emptied) — a choice made on the "
-                 "reported questions, in ToG's favour"
-                 + (f"; all {len(recs)} ToG records hold the rewritten prompt's hash" if len(hashes) == 1 and
+    parts.append("ToG's entity-scoring prompt departs from the published one: its wording was chosen on these "
+                 "reported MetaQA questions, where another wording had the model rate every candidate entity 0, so "
+                 "the beam emptied — a choice in ToG's favour"
+                 + (f"; all {len(recs)} ToG records hold this prompt's hash" if len(hashes) == 1 and
                     None not in hashes else ""))
     floor = []
     for h in B.FLOOR_HOPS:

@@ -570,22 +570,24 @@ def test_models_frame_shows_a_model_without_records_as_not_run(tmp_path, monkeyp
     monkeypatch.setitem(core.TABLES, t.name, t)
     _write(t.model_dir(), "m_a", [1, 1, 0])
     small = core.model_key("local:qwen2.5-0.5b")
-    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
+    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], short=False)
     assert list(frame["cell"]) == ["(every cell)"] and list(frame[small]) == ["not run"]
     _write(t.model_dir(small), "m_a", [0, 1])
-    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
+    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], short=False)
     # a cell still running shows how far it is, never a score beside a complete cell's on other questions
     assert list(frame["cell"]) == ["m_a"] and frame[small][0] == "partial 2/3"
     assert frame[f"{small} − {core.default_key()} (paired)"][0].startswith("-50.0")  # paired: the same questions
     assert core.models_coverage(t, [small]) == [f"- {small}: 0 of {len(t.cells)} cells complete, 1 partial; not run yet: "
                                                 + ", ".join(f"`{c.name}`" for c in t.cells if c.name != "m_a") + "."]
     _write(t.model_dir(small), "m_a", [0, 1, 1])
-    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])
+    frame = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], short=False)
     assert frame[small][0].startswith("66.7") and frame[f"{small} − {core.default_key()} (paired)"][0].startswith("+0.0")
     assert f"{small}: errors" not in frame.columns  # the answers' columns only when asked
     assert core.models_frame([t.name]).shape[0] == 1 and core.models_frame([t.name], only=True).empty  # (no models named)
-    wide = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], answers=True)
+    wide = core.models_frame([t.name], models=["local:qwen2.5-0.5b"], answers=True, short=False)
     assert wide[f"{small}: errors"][0] == "none" and f"{small}: same answer as {core.default_key()}" in wide.columns
+    shown = core.models_frame([t.name], models=["local:qwen2.5-0.5b"])  # notebooks: the models' short names
+    assert shown["qwen2.5-0.5b"][0].startswith("66.7") and "qwen2.5-0.5b − qwen2.5-coder-1.5b (paired)" in shown.columns
 
 
 def test_cell_names_are_unique_across_tables():
@@ -625,7 +627,13 @@ def test_the_papers_effects_per_model(tmp_path, monkeypatch):
     assert "### The papers' effects at each model" in text and "| a above b | paper, Table 9: 2 vs 1 | m_a − m_b |" in text
     assert core.effect_verdict(None, 1) == "not run"
     frame = core.effects_frame(["fake_m"], models=["local:qwen2.5-0.5b"], brief=True)
-    assert len(frame) == 1 and "paper" not in frame.columns and frame["across"][0].endswith(f"unclear: {small}")
+    assert len(frame) == 1 and "paper" not in frame.columns and frame["across"][0].endswith("unclear: qwen2.5-0.5b")
+    assert "qwen2.5-0.5b" in frame.columns and small not in " ".join(map(str, frame.to_numpy().ravel()))
+    keys = core.effects_frame(["fake_m"], models=["local:qwen2.5-0.5b"], brief=True, short=False)
+    assert keys["across"][0].endswith(f"unclear: {small}") and small in keys.columns
+    _write(t.model_dir(small), "m_b", [1, 0] * 10)  # the same score on every question: no difference
+    assert core.effects_rows(t, [d, small])[0][small] == "+0.0 [+0.0, +0.0] (n=20): no difference"
+    _write(t.model_dir(small), "m_b", [0, 1] * 10)
     twice = core.Table(**{**t.__dict__, "name": "fake_m2"})  # an effect two tables declare is shown once
     monkeypatch.setitem(core.TABLES, "fake_m2", twice)
     assert len(core.effects_frame(["fake_m", "fake_m2"])) == 1

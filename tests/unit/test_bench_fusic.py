@@ -462,9 +462,11 @@ def test_the_shots_rows_pair_each_count_with_five_shots():
     hundred = [_fake(f"q{i}", 1.0 if i < 8 else 0.0, 1) for i in range(10)]
     text = B.report(lambda c: {"metaqa2.fs_dense": five, "metaqa2.fs_dense_shots100": hundred}.get(c, []))
     section = text.split("### Number of target shots (MetaQA)")[1].split("\n## ")[0]
-    rows = {int(r[1]): r for r in ([x.strip() for x in line.split("|")[1:-1]]
-                                    for line in section.splitlines() if "MetaQA dev (our reported part), 2-hop" in line)}
+    rows = {int(r[1].split(":")[0]): r for r in ([x.strip() for x in line.split("|")[1:-1]]
+                                                 for line in section.splitlines() if "MetaQA dev (our reported part), 2-hop" in line)}
     assert sorted(rows) == [0, 5, 25, 100]
+    # the 0-shot row is the zero-shot cell, whose prompt shows source exemplars: it says so
+    assert rows[0][1] == "0: zero-shot (source exemplars)" and rows[0][2] == "metaqa2.zs_dense" and rows[5][1] == "5"
     assert rows[5][2:4] == ["metaqa2.fs_dense", "10"] and rows[5][5] == "—"
     assert rows[100][2:4] == ["metaqa2.fs_dense_shots100", "10"] and rows[100][4].startswith("80.0 [")
     assert rows[100][5].startswith("+30.0 [") and rows[100][5].endswith("(n=10)")  # 80.0 − 50.0, paired

@@ -206,8 +206,8 @@ def test_the_tog_note_counts_early_stops_and_says_how_far_the_depth_floor_is(res
     _save(base, "tog_floor_metaqa_2hop", [_tog(f"t{i}", 1.0, 2) for i in range(10)])
     note = overview.tog_metaqa_note()
     assert f"on 60 of {n} 2-hop questions ToG's judge" in note and "not ToG's search" in note
-    assert "rewritten after its first wording failed on reported MetaQA questions" in note
-    assert f"all {n} ToG records hold the rewritten prompt's hash" in note
+    assert "departs from the published one: its wording was chosen on these reported MetaQA questions" in note
+    assert f"all {n} ToG records hold this prompt's hash" in note
     assert f"2-hop partial 10/{n}" in note and "3-hop not run" in note  # a partial cell gives no number
     _save(base, "tog_floor_metaqa_2hop", [_tog(f"t{i}", 1.0, 2) for i in range(n)])
     assert f"2-hop +100.0 [+100.0, +100.0] Hits@1 points (paired, n={n})" in overview.tog_metaqa_note()

@@ -144,7 +144,7 @@ def test_a_partial_variant_reads_not_run_yet(monkeypatch):
     row = next(r for r in t.rows if r[0].startswith("no verification") and r[1] == "simple")
     assert row[2].startswith("not run yet (") and row[3:] == ("", "", "", "")
     done = next(r for r in t.rows if r[0] == "threshold 0.5" and r[1] == "simple")
-    assert done[4] == "+0.0 [+0.0, +0.0] (n=113)" and done[5] == "1.00 → 1.00"
+    assert done[4] == "+0.0 [+0.0, +0.0] (n=113)" and done[5] == "100 → 100"  # one unit: points (percent) throughout
 
 
 def test_the_error_tables_agree_with_each_other():

@@ -79,7 +79,9 @@ def test_the_metaqa_reports_render_the_tables_the_notebooks_get(results):
             _md_in(t, text)
             _same_rows(t, frames[t.name])
     four = K.frames("keqing_full")["four_stages"]
-    assert four.loc[3, "Hits@1 [95% CI]"].startswith("0.800 [") and four.loc[3, "gain [95% CI]"].startswith("-20.0 [")
+    # the notebooks' frames give shares in points, like the gains (the report keeps fractions)
+    assert four.loc[3, "Hits@1 [95% CI]"].startswith("80.0 [") and four.loc[3, "gain [95% CI]"].startswith("-20.0 [")
+    assert four.loc[3, "paper"] == "99.6" and "| 3 | 200 | 0.800 [" in K.report_full(core.Records(K.TABLE_FULL))
     assert list(K.frames("keqing_full")["disagreements"].loc[3, ["lost", "won"]]) == [40, 0]
     # an empty cell is written `| |`, as the report always wrote it
     assert "| 1 | 0 | (not run: keqing_metaqa_1hop.jsonl) | 0.984 | | | | | | | | |" in K.report(lambda c: [])
@@ -101,17 +103,21 @@ def test_the_ablations_report_renders_its_tables_and_by_hop_indexes_them(results
     assert frame.loc[(3, K.DEFAULT_LABEL), "n"] == 100  # keqing_full on the ablation's questions
 
 
-def test_summary_reads_the_records_and_says_where_selection_goes_the_other_way(results):
+def test_summary_words_the_selection_stage_from_its_paired_intervals(results):
     assert "not run yet" in K.summary()  # nothing saved
     _metaqa(results, full_hits=(1.0, 0.9, 0.8))
     text = K.summary()
     assert "score Hits@1 100.0 / 90.0 / 80.0" in text and "+1.6 / -9.9 / -19.6 points from the paper" in text
-    assert "+0.0 [+0.0, +0.0] / -10.0 [" in text and "the other way from the paper" in text
-    assert "(40 of the 40 3-hop questions it loses: an earlier selection dropped the path)" in text
+    assert "+0.0 [+0.0, +0.0] / -10.0 [" in text
+    assert ("lower at 2/3-hop (paired 95% CI below 0; 40 of the 40 3-hop questions it loses: an earlier selection "
+            "dropped the path); none at 1-hop (every question scored the same) — the paper gives no result without "
+            "this stage") in text
+    assert "other way" not in text  # the paper never runs without the stage: no claim about the paper
     assert "GrailQA dev has not run yet" in text
-    # the same records, the selection as good as decomposition alone: no reversal claimed
-    _metaqa(results, full_hits=(1.0, 1.0, 1.0))
-    assert "other way" not in K.summary()
+    # 3-hop: 2 of 200 lost — an interval reaching 0 is no clear difference, never "lower"
+    _metaqa(results, full_hits=(1.0, 1.0, 0.99))
+    text = K.summary()
+    assert "no clear difference at 3-hop (paired 95% CI reaching 0)" in text and "lower" not in text
 
 
 def _grailqa(results, n=200):
@@ -137,7 +143,10 @@ def test_grailqa_report_renders_its_tables_and_the_summary_names_the_gap(results
         _md_in(t, text)
     frames = G.frames()
     _same_rows(tables["linked"], frames["linked"])
-    assert frames["settings"].loc["linked (default)", "F1 [95% CI]"].startswith("0.750 [")
+    assert frames["settings"].loc["linked (default)", "F1 [95% CI]"].startswith("75.0 [")  # points, as the gains
+    assert frames["settings"].loc["linked (default)", "chain topic linked"] == "200/200"
+    assert frames["linked"].loc["all", "paper Keqing-LLaMA (Ours): F1 (EM)"] == "77.8 (72.5)"
+    assert frames["linked"].loc["i.i.d.", "share"] == "25.0" and frames["linked"].loc["all", "n"] == 200
     text = K.summary()
     assert "F1 75.0 against the paper's 77.8, and 0.0 on i.i.d. questions against 85.6" in text
     assert "score Hits@1 100.0, the others 0.0, and 0 of the 50 i.i.d. chain questions are covered" in text
@@ -222,7 +231,8 @@ def test_ablation_points_and_summary(results):
     assert chain["gain"] == pytest.approx(5.0) and chain["gain_low"] > 0 and chain["calls/q"] == 2
     text = K.ablations_summary()
     assert "K = 2 change Hits@1 by +0.0 to +0.0 points from K = 1 (every paired 95% CI includes 0)" in text
-    assert "Fig. 6 goes the other way from the paper" in text and "+5.0 points against sub-questions on 3-hop" in text
+    assert "the logical chain written directly minus sub-questions is +5.0 [+" in text and "points on 3-hop" in text
+    assert "here it goes the other way from the paper at 3-hop (the chain ahead, paired 95% CI above 0)." in text
     assert "21 of the table's 23 cells have not run yet" in text
 
 

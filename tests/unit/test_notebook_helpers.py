@@ -175,7 +175,8 @@ def test_verifier_table_shares(tests_only):
               _traced("simple-3", [t1], [], [t1])]
     t = P.verifier_table(lambda part, run: simple if (part, run) == ("simple", "pgakv") else [])
     rows = {r[1]: r for r in t.rows}
-    assert rows["simple"][2:] == (4, 0.5, 2, 0.5)  # half had an empty G_g; of the 2 shown, one came back unchanged
+    # half had an empty G_g; of the 2 shown, one came back unchanged (questions, with their percent)
+    assert rows["simple"][2:] == (4, "2 (50 %)", "1 of 2 (50 %)")
     assert rows["multihop"][2] == P.NOT_RUN and rows["multihop"][3] == ""
 
 

@@ -145,7 +145,8 @@ def test_verification_changes_counts_kept_removed_corrected_and_added():
     base["response"] = "Euro"
     got = A.verification_changes([rec], [base])
     assert (got["kept"], got["removed"], got["corrected"], got["added"], got["added from G_g"]) == (1, 0, 1, 1, 1)
-    assert (got["answer text changed by verification"], got["metric up with verification"]) == (1, 1)
+    assert (got["answer text differs from the Pseudo-Graph run"], got["Hits@1 above the Pseudo-Graph run"],
+            got["Hits@1 below the Pseudo-Graph run"]) == (1, 1, 0)  # each row names the run it compares with
 
 
 def test_the_papers_gains_are_read_by_table_row_and_column():

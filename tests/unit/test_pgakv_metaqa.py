@@ -147,7 +147,7 @@ def test_an_incomplete_cell_reads_running_and_no_verdict_or_gain_is_drawn_from_i
     assert results[PM.ROWS["pgakv"]][1] == "running: 75 of 100"
     assert results[PM.ROWS["qsm"]][1].startswith("71.0 [") and results[PM.ROWS["pgakv"]][2] == "not run yet"
     claims = " ".join(str(c) for r in t["claims"].rows for c in r[1:])
-    assert "goes the other way" not in claims and "holds" not in claims and "points" not in claims
+    assert "reversed" not in claims and "holds" not in claims and "unclear" not in claims and "points" not in claims
     assert "not measured yet (PG&AKV (threshold 0.7) running: 75 of 100)" in claims
     gains = [r[1] for r in t["gains"].rows if r[0].startswith(PM.ROWS["pgakv"])]
     assert gains and all(g.startswith("— (") and "[" not in g for g in gains)
@@ -161,7 +161,11 @@ def test_an_incomplete_cell_reads_running_and_no_verdict_or_gain_is_drawn_from_i
 def test_a_complete_cell_gives_its_verdicts_and_gains():
     t = PM.result_tables(_synthetic(PM.REPORTED))
     claims = {r[0]: r for r in t["claims"].rows}
-    assert claims["PG&AKV above QSM (Table 2)"][1].startswith("goes the other way (-71.0 points, CI below 0, n=100)")
+    assert claims["PG&AKV above QSM (Table 2)"][1].startswith("reversed (-71.0 points, CI below 0, n=100)")
+    # the project's three words, and the best KG-free baseline named per hop
+    assert claims["PG&AKV above the best KG-free baseline (Table 2)"][1] == (
+        "vs IO, the best KG-free at 1-hop: reversed (-10.0 points, CI below 0, n=100)")
+    assert claims["Pseudo-Graph above CoT (Table 4)"][1] == "not measured yet"
     assert next(r for r in t["results"].rows if r[0] == PM.ROWS["pgakv"])[1].startswith("0.0 [0.0, 0.0] (n=100)")
     assert t["funnel"].rows[0][1] == 100
 
@@ -171,12 +175,14 @@ def test_the_summary_says_what_is_complete_and_what_is_running():
 
     text = P._metaqa_sentence(_synthetic(75))
     assert "not run yet" in text and "PG&AKV and QSM are not run yet" not in text
-    assert "the complete cells (Hits@1, points, 100 questions each): 1-hop IO 10.0 [" in text and "QSM 71.0 [" in text
+    assert "MetaQA dev (our reported part)" in text and "IO 10.0 [" not in text  # the gaps only: the cells are in the table
     assert "still running: PG&AKV (threshold 0.7) 1-hop (75 of 100)" in text
     assert "PG&AKV − QSM is not measured until both cells of a hop are complete" in text
+    assert "best KG-free" not in text  # PG&AKV's cell is not complete: no gap is drawn from it
     done = PM.summary(_synthetic(PM.REPORTED))
     assert "PG&AKV − QSM is -71.0 [" in done and "on 1-hop, not measured yet on 2-hop" in done
-    assert "still running" not in done
+    assert "PG&AKV − the best KG-free baseline is -10.0 [" in done and "(IO) on 1-hop, not measured yet on 2-hop" in done
+    assert "still running" not in done and "no cell is complete yet" not in done
     assert "no cell is complete yet" in PM.summary(lambda name: [])
 
 
