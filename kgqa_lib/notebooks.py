@@ -227,3 +227,13 @@ class CallRecorder:
     def find(self, ending: str):
         """The first recorded call whose last message ends with ``ending``, or None."""
         return next(((m, r) for m, r in self.calls if m[-1]["content"].endswith(ending)), None)
+
+    def distinct(self):
+        """The recorded calls, one per distinct prompt (the first): a stage shown on its own and then again
+        inside the whole method asks the same prompt twice, which a live run answers once (then cached)."""
+        import json
+
+        seen: dict[str, tuple] = {}
+        for m, r in self.calls:
+            seen.setdefault(json.dumps(m, sort_keys=True), (m, r))
+        return list(seen.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .evaluate.walkthrough import NOT_SELECTED  # a candidate a step did not keep: drawn grey, dashed
 from .paths import figures_dir
 
 
@@ -36,20 +37,24 @@ def is_gold(name: str, highlight) -> bool:
     return any(text == h or text.startswith(h + " (") for h in {str(h).lower() for h in highlight})
 
 
-def gold_legend(ax, highlight, drawn) -> None:
+def gold_legend(ax, highlight, drawn, max_named: int | None = 3, extra=()) -> None:
     """The legend entry of the gold colour: "gold answer" when a drawn node is gold, else a line that says
-    the drawing does not reach the gold answer (named). Nothing without ``highlight``."""
+    the drawing does not reach the gold answer — naming the gold answers (the first ``max_named``, then
+    "… and N more"; None: all). ``extra``: further legend handles. Nothing without ``highlight`` or ``extra``."""
     from matplotlib.patches import Patch
 
     highlight = [str(h) for h in highlight]
-    if not highlight:
-        return
-    named = ", ".join(highlight[:3]) + (f" … and {len(highlight) - 3} more" if len(highlight) > 3 else "")
-    if any(is_gold(n, highlight) for n in drawn):
-        handle = Patch(facecolor=GOLD, edgecolor="#4C72B0", label=f"gold answer ({named})")
-    else:
-        handle = Patch(facecolor="white", edgecolor="#999999", label=f"gold answer not in this drawing: {named}")
-    ax.legend(handles=[handle], loc="upper left", bbox_to_anchor=(0.0, 0.0), fontsize=7, frameon=False)
+    handles = []
+    if highlight:
+        cut = len(highlight) if max_named is None else max_named
+        named = ", ".join(highlight[:cut]) + (f" … and {len(highlight) - cut} more" if len(highlight) > cut else "")
+        if any(is_gold(n, highlight) for n in drawn):
+            handles.append(Patch(facecolor=GOLD, edgecolor="#4C72B0", label=f"gold answer ({named})"))
+        else:
+            handles.append(Patch(facecolor="white", edgecolor="#999999", label=f"gold answer not in this drawing: {named}"))
+    handles += list(extra)
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), fontsize=7, frameon=False)
 
 
 def draw_triples(ax, triples, title: str = "", highlight=(), color: str = "#4C72B0", max_triples: int = 25):
@@ -79,13 +84,18 @@ def draw_triples(ax, triples, title: str = "", highlight=(), color: str = "#4C72
     return ax
 
 
-def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_layer: int = 7):
+def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_layer: int = 7,
+                        max_named: int | None = 3):
     """A reasoning path as columns: ``layers[i]`` are the entities reached after step ``i``
     (layer 0: the seeds), ``edges`` are ``(layer, from, to)`` links drawn between neighbouring
     columns. A column with more entities than ``max_per_layer`` shows a "+N more" box. Entities
     named in ``highlight`` (the gold answers; a box whose text before " (" names one too) are drawn in
-    orange, with a legend entry saying so or that no drawn box is gold (:func:`gold_legend`)."""
+    orange, with a legend entry saying so or that no drawn box is gold (:func:`gold_legend`, naming
+    ``max_named`` of them; None: all). A name ending in :data:`NOT_SELECTED` (a candidate the step did not
+    keep) is drawn with a grey dashed border, the edges into it dashed, and the legend says so."""
     import textwrap
+
+    from matplotlib.patches import Patch
 
     pos: dict[tuple[int, str], tuple[float, float]] = {}
     for i, layer in enumerate(layers):
@@ -94,9 +104,12 @@ def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_laye
         for j, name in enumerate(shown):
             y = 1 - (j + 0.5) / max(n, 1)
             pos[i, str(name)] = (i, y)
+            dim = str(name).endswith(NOT_SELECTED)
             ax.text(i, y, "\n".join(textwrap.wrap(str(name), 16)), ha="center", va="center", fontsize=7,
+                    color="#555555" if dim else "black",
                     bbox={"boxstyle": "round,pad=0.3", "alpha": 0.9,
-                          "facecolor": GOLD if is_gold(name, highlight) else "#DCE6F2", "edgecolor": "#4C72B0"})
+                          "facecolor": GOLD if is_gold(name, highlight) else "#EEEEEE" if dim else "#DCE6F2",
+                          "edgecolor": "#999999" if dim else "#4C72B0", "linestyle": "--" if dim else "-"})
         if len(layer) > max_per_layer:
             ax.text(i, 1 - (n - 0.5) / n, f"+{len(layer) - max_per_layer} more", ha="center", va="center",
                     fontsize=7, color="#555555")
@@ -105,12 +118,17 @@ def draw_reasoning_path(ax, layers, edges, titles=(), highlight=(), max_per_laye
     for i, a, b in edges:
         if (i, str(a)) in pos and (i + 1, str(b)) in pos:
             (x0, y0), (x1, y1) = pos[i, str(a)], pos[i + 1, str(b)]
+            dim = str(b).endswith(NOT_SELECTED)
             ax.annotate("", xy=(x1 - 0.22, y1), xytext=(x0 + 0.22, y0),
-                        arrowprops={"arrowstyle": "->", "color": "#888888", "lw": 0.8})
+                        arrowprops={"arrowstyle": "->", "color": "#BBBBBB" if dim else "#888888", "lw": 0.8,
+                                    "linestyle": "--" if dim else "-"})
     ax.set_xlim(-0.5, len(layers) - 0.5)
     ax.set_ylim(-0.05, 1.25)
     ax.axis("off")
-    gold_legend(ax, highlight, [name for _, name in pos])
+    dimmed = any(name.endswith(NOT_SELECTED) for _, name in pos)
+    extra = [Patch(facecolor="#EEEEEE", edgecolor="#999999", linestyle="--",
+                   label="(not selected): a candidate the step did not keep")] if dimmed else []
+    gold_legend(ax, highlight, [name for _, name in pos], max_named, extra)
     return ax
 
 

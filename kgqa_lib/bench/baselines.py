@@ -493,25 +493,43 @@ def kbbinder_cost(messages: list[dict[str, str]], temperature: float, samples: i
                   folder=None) -> str:
     """What running KB-BINDER's drafts for ``messages`` costs, from the recorded transcripts
     (:func:`~kgqa_lib.evaluate.transcripts.recorded_calls`): the calls of this run (one per draft), how
-    many are recorded, what they took the model when recorded (a live run), and what changing each
-    setting costs in live calls."""
+    many are recorded, what this question's drafts took the model when recorded (a live run on this machine:
+    the first draft of a prompt includes reading it, later samples of the same prompt reuse it), the mean per
+    draft over every recorded KB-BINDER draft that the estimates use, and what changing each setting costs in
+    live calls."""
+    import json
+
     from ..evaluate.transcripts import recorded_calls
     from ..llm.prompting import load_prompt
 
     drafts = recorded_calls(model_id, system=load_prompt("kbbinder_draft").system, folder=folder)
     per_draft = sum(c["response"]["seconds"] for c in drafts) / len(drafts) if drafts else float("nan")
+    prompts: dict[str, float] = {}
+    for c in drafts:
+        key = json.dumps([c["request"]["messages"], c["request"]["temperature"]])
+        prompts[key] = prompts.get(key, 0.0) + c["response"]["seconds"]
     temperature = temperature if samples > 1 else 0.0  # one sample is a greedy draft
     mine = {c["request"]["sample_index"]: c["response"]["seconds"] for c in drafts
             if c["request"]["messages"] == messages and c["request"]["temperature"] == temperature}
     n_calls = max(1, samples)
     live = [i for i in range(n_calls) if i not in mine]
     more = max(mine, default=-1) + 2  # one draft more than recorded
+    here = {i: mine[i] for i in range(n_calls) if i in mine}
     lines = [f"This run: {n_calls} LLM calls (one per draft); {n_calls - len(live)} are recorded and replayed"
              + (f", {len(live)} run the model (≈ {len(live) * per_draft / 60:.0f} min)" if live else
-                ", so the model is not loaded")
-             + f". Live, the recorded ones took {sum(mine[i] for i in range(n_calls) if i in mine):.0f} s "
-             f"({per_draft:.0f} s per draft on average over the {len(drafts)} recorded KB-BINDER drafts).",
-             "Changing a parameter (calls that are not recorded run live; LLM_MODE='replay' stops at the first one):"]
+                ", so the model is not loaded") + "."]
+    if here:
+        rest = [x for i, x in here.items() if i]
+        lines.append(f"When recorded (the model's time on this machine: what a live run takes), this question's "
+                     f"{len(here)} draft(s) took {sum(here.values()):.0f} s"
+                     + (f": the first {here[0]:.0f} s, which includes reading the prompt, the other {len(rest)} "
+                        f"together {sum(rest):.0f} s (later samples of one prompt reuse it)" if 0 in here and rest
+                        else "") + ".")
+    if drafts:
+        lines.append(f"The estimates below use {per_draft:.0f} s a draft: the mean over the {len(drafts)} recorded "
+                     f"KB-BINDER drafts, of {len(prompts)} prompt(s) whose drafts took "
+                     f"{min(prompts.values()):.0f}–{max(prompts.values()):.0f} s together.")
+    lines.append("Changing a parameter (calls that are not recorded run live; LLM_MODE='replay' stops at the first one):")
     for change, calls in [("QID (another question)", n_calls),
                           (f"SAMPLES = {more}", more - sum(i in mine for i in range(more))),
                           ("N_EXEMPLARS, RETRIEVE, TEMPERATURE or LLM (another prompt or sampler)", n_calls),

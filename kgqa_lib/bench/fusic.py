@@ -1620,6 +1620,17 @@ def name_parts(config: str) -> list[str]:
     return [x if x in NAME_PARTS else re.sub(r"\d+$", "N", x) for x in config.split("_")]
 
 
+def cell_legend(names) -> str:
+    """What each of the cells ``names`` (``<pair>.<configuration>``) is, one line each: its pair's and its
+    configuration's labels (:data:`PAIRS`, :data:`CONFIGS`) — the ids of a few cells a notebook shows; the
+    whole key is :func:`legend`."""
+    lines = []
+    for name in dict.fromkeys(names):
+        pair, config = name.split(".", 1)
+        lines.append(f"  {name}: {PAIRS[pair][4]}; {CONFIGS[config][2]}")
+    return "\n".join(lines)
+
+
 def legend() -> str:
     """What the ids in the tables and figures mean: a cell ``<pair>.<configuration>``, each pair, each part of a
     configuration's name (:data:`NAME_PARTS`), the datasets' names for MetaQA's questions and the model ids —

@@ -2,7 +2,7 @@
 
 :func:`overview` gives one row per (paper, question set, method): the paper's metric on our questions
 with its 95% bootstrap CI (in points), the questions recorded against the questions the benchmark
-plans, the cost per question (LLM calls, tokens, seconds a live run takes) and the paper's value
+plans, the cost per question (LLM calls, tokens, seconds recorded when the answers were made) and the paper's value
 beside ours, named by table, row and column. A cell holding fewer questions than planned is never a
 result: its value, CI and costs are empty and its status reads ``not run`` or ``partial n/planned``.
 
@@ -60,8 +60,9 @@ def status(n: int, planned: int) -> str:
 def row(paper: str, qset: str, method: str, metric: str, records: list[dict[str, Any]], planned: int,
         paper_value: float | None = None, source: str = "", table: str = "", cell: str = "") -> dict[str, Any]:
     """One overview row from a cell's records: values only when the cell holds its planned questions.
-    ``s/q`` is what a live run takes per question (the LLM time recorded when each answer was made,
-    plus the time outside the LLM), so a replayed run costs what its recording did."""
+    ``s/q`` is the seconds per question recorded when each answer was made (the LLM's time plus the time
+    outside it): it depends on the machine's load and on cache hits (prompt prefixes reused), so two methods
+    with the same calls per question can differ, and a live run elsewhere takes its own time."""
     n = len({r["qid"] for r in records})
     out = {"paper": paper, "set": qset, "method": method, "metric": METRIC_NAMES.get(metric, metric), "value": math.nan,
            "ci_low": math.nan, "ci_high": math.nan, "n": n, "planned": planned, "status": status(n, planned),
@@ -198,7 +199,7 @@ def tog_metaqa_note(records: Records | None = None) -> str:
     parts.append("ToG's entity-scoring prompt departs from the published one: its wording was chosen on these "
                  "reported MetaQA questions, where another wording had the model rate every candidate entity 0, so "
                  "the beam emptied — a choice in ToG's favour"
-                 + (f"; all {len(recs)} ToG records hold this prompt's hash" if len(hashes) == 1 and
+                 + (f"; all {len(recs)} ToG records were made with this same prompt" if len(hashes) == 1 and
                     None not in hashes else ""))
     floor = []
     for h in B.FLOOR_HOPS:
@@ -324,7 +325,9 @@ def plot(ax, rows, title: str = "") -> None:
     """Ours against the paper on one axis: per question set a bar per method (95% CI as error bars),
     the paper's value as a black tick over the method's place; a cell that is no result is no bar
     but its status written upright (``not run``, ``partial n/planned``). A method with rows in two metrics
-    (KB-BINDER's Hits@1 and exact set) is a bar per metric, named ``method, metric``."""
+    (KB-BINDER's Hits@1 and exact set) is a bar per metric, named ``method, metric``. One legend entry per
+    setting (:func:`setting_names`), names and question sets wrapped to a few words a line."""
+    rows = rows.assign(method=rows["method"].map(setting_names(rows["method"])))
     several = rows.groupby("method")["metric"].nunique()
     rows = rows.assign(method=[f"{m}, {x}" if several[m] > 1 else m for m, x in zip(rows["method"], rows["metric"])])
     sets, methods = list(dict.fromkeys(rows["set"])), list(dict.fromkeys(rows["method"]))
@@ -339,22 +342,43 @@ def plot(ax, rows, title: str = "") -> None:
             r, x = sel.iloc[0], i - 0.4 + width * (j + 0.5)
             if r["status"] == "complete":
                 ax.bar(x, r["value"], width, yerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]], capsize=2,
-                       ecolor="0.45", color=colors[j], label=None if m in labelled else m)
+                       ecolor="0.45", color=colors[j], label=None if m in labelled else textwrap.fill(m, 40))
                 labelled.add(m)
             else:
-                ax.bar(x, 0, width, color=colors[j], label=None if m in labelled else m)
+                ax.bar(x, 0, width, color=colors[j], label=None if m in labelled else textwrap.fill(m, 40))
                 labelled.add(m)
                 ax.text(x, 2, r["status"], rotation=90, ha="center", va="bottom", fontsize=6, color="0.35")
             if not math.isnan(r["paper value"]):
                 ax.plot([x - width / 2, x + width / 2], [r["paper value"]] * 2, color="black", lw=2,
                         label=None if "paper" in labelled else "paper")
                 labelled.add("paper")
-    ax.set_xticks(range(len(sets)), [textwrap.fill(s, 26) for s in sets], fontsize=8)
+    ax.set_xticks(range(len(sets)), [textwrap.fill(s, 18) for s in sets], fontsize=8)
     ax.set_xlim(-0.5, len(sets) - 0.5)
     ax.set_ylim(0, 105)
     ax.set_ylabel(" / ".join(dict.fromkeys(rows["metric"])) + " (points)")
     if title:
         ax.set_title(title, fontsize=9)
+
+
+def setting_names(methods) -> dict[str, str]:
+    """One name per setting, for a figure's legend: PG&AKV's rows by their pruning setting — the paper's threshold,
+    or a threshold chosen on dev, saying when on the mini-world that choice is not held out (the MetaQA KB's was
+    chosen on a dev part no table reports) — whichever question sets they come from; other rows as in the tables
+    (:func:`display_method`)."""
+    methods = list(dict.fromkeys(methods))
+    out = {}
+    for m in methods:
+        x = re.match(r"PG&AKV \(threshold ([\d.]+)(, k = [^,)]+)?", m)
+        if not x:
+            out[m] = display_method(m)
+            continue
+        same = [y for y in methods if y.startswith(x.group(0))]
+        k = x.group(2) or ""
+        out[m] = (f"PG&AKV, threshold {x.group(1)}{k} (the paper's)" if float(x.group(1)) == pa.PAPER_THRESHOLD and not k
+                  else f"PG&AKV, threshold {x.group(1)}{k} (chosen on dev"
+                  + (f"; on the mini-world {pa.NOT_HELD_OUT_TAG}" if any(pa.NOT_HELD_OUT_TAG in y for y in same) else "")
+                  + ")")
+    return out
 
 
 def plot_panels(rows, title: str = "", ncols: int = 3, methods: list[str] | None = None):
@@ -422,11 +446,15 @@ def short_set(name: str) -> str:
 
 
 def paper_tables(ov) -> list[ResultTable]:
-    """The overview as one table per paper and metric: a row per method, a column per question set (ours,
-    ``mean [lo, hi]`` in points, or the cell's status), then the paper's values — one ``paper`` column when
-    the paper gives each method one value for every set, else a ``paper: <set>`` column per set. A paper's
-    MetaQA sets and its other sets are two tables (PG&AKV on the mini-world and on the MetaQA KB); the
-    MetaQA one is then named ``<paper> <metric> on MetaQA``."""
+    """The overview as one table per paper and metric: a row per method (:func:`display_method`), a column per
+    question set (ours, ``mean [lo, hi]`` in points, or the cell's status; FuSIC-KBQA's transfer pairs by their
+    short names, :func:`pairs_key`), then the paper's values — one ``paper: <its column>`` column when the paper
+    gives each method one value for every set, else a ``paper: <column>`` column per paper column (sets standing
+    for the same column with the same values share it: ``paper: QALD-10 for 2-hop, 3-hop``). A paper's MetaQA
+    sets and its other sets are two tables (PG&AKV on the mini-world and on the MetaQA KB); the MetaQA one is
+    then named ``<paper> <metric> on MetaQA``."""
+    from . import fusic as F
+
     out = []
     metaqa = ov["set"].str.startswith("MetaQA").rename("on MetaQA")
     both = {k for k, n in ov.assign(m=metaqa).groupby(["paper", "metric"])["m"].nunique().items() if n > 1}
@@ -436,20 +464,26 @@ def paper_tables(ov) -> list[ResultTable]:
         values = {m: {s: cell[s, m]["paper value"] for s in sets if (s, m) in cell} for m in methods}
         one = all(len({v for v in vs.values() if not math.isnan(v)}) <= 1 for vs in values.values())
         fmt = lambda v: "—" if v is None or math.isnan(v) else f"{v:.1f}"  # noqa: E731
+        pair = {r["set"]: str(r["cell"]).partition(".")[0] for _, r in rows.iterrows()}
+        labels = [F.SHORT.get(pair[s], short_set(s)) if paper == "FuSIC-KBQA" else short_set(s) for s in sets]
+        common = os.path.commonprefix(labels)
+        cut = common.rfind(", ") + 2 if ", " in common else 0  # a shared "MetaQA dev …, " goes to the title
+        labels = [x[cut:] for x in labels] if cut and all(len(x) > cut for x in labels) else labels
+        where = f" on {common[:cut - 2]}" if cut and labels[0] != short_set(sets[0]) else ""
+        if one:
+            theirs = sorted(source_columns(rows["paper source"]))
+            groups = {(f"paper: {theirs[0]}" if len(theirs) == 1 else "paper")
+                      + (", beside every set" if len(theirs) == 1 and len(sets) > 1 else ""): sets}
+        else:
+            groups = _paper_groups(rows, sets, labels, values)
         body = []
         for m in methods:
             ours = [cell_text(cell[s, m]) if (s, m) in cell else "" for s in sets]
             known = [v for v in values[m].values() if not math.isnan(v)]
-            theirs = [fmt(known[0] if known else None)] if one else [fmt(values[m].get(s)) for s in sets]
-            body.append([m, *ours, *theirs])
-        labels = [short_set(s) for s in sets]
-        common = os.path.commonprefix(labels)
-        cut = common.rfind(", ") + 2 if ", " in common else 0  # a shared "MetaQA dev …, " goes to the title
-        labels = [x[cut:] for x in labels] if cut and all(len(x) > cut for x in labels) else labels
-        where = f" on {common[:cut - 2]}" if labels[0] != short_set(sets[0]) else ""
-        paper_labels = [paper_column(rows[rows["set"] == s]["paper source"], x) for s, x in zip(sets, labels)]
-        paper_labels = [f"{p} for {x}" if paper_labels.count(p) > 1 else p for p, x in zip(paper_labels, labels)]
-        columns = ["method", *labels, *(["paper"] if one else [f"paper: {x}" for x in paper_labels])]
+            theirs = ([fmt(known[0] if known else None)] if one else
+                      [fmt(values[m].get(ss[0])) for ss in groups.values()])
+            body.append([display_method(m), *ours, *theirs])
+        columns = ["method", *labels, *groups]
         title = f"{paper}, {metric} in points{where} (ours [95% CI]; the paper's value beside)" + (
             f"; GrailQA: {FRAGMENT}" if any(FRAGMENT in s for s in sets) else "")
         name = f"{paper} {metric}" + (" on MetaQA" if on_metaqa and (paper, metric) in both else "")
@@ -457,41 +491,175 @@ def paper_tables(ov) -> list[ResultTable]:
     return out
 
 
+def _paper_groups(rows, sets: list[str], labels: list[str], values) -> dict[str, list[str]]:
+    """The paper's columns of a per-paper table: ``paper: <column>`` → our sets standing for it. Sets that stand
+    for the same column of the paper with the same value for every method share one column
+    (``paper: QALD-10 for 2-hop, 3-hop``); otherwise each set has its own (``… for <set>``)."""
+    theirs = [paper_column(rows[rows["set"] == s]["paper source"], x) for s, x in zip(sets, labels)]
+    same = lambda a, b: all(  # noqa: E731
+        (math.isnan(vs.get(a, math.nan)) and math.isnan(vs.get(b, math.nan))) or vs.get(a) == vs.get(b)
+        for vs in values.values())
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for s, x, p in zip(sets, labels, theirs):
+        groups.setdefault(p, []).append((s, x))
+    out: dict[str, list[str]] = {}
+    for p, members in groups.items():
+        if len(members) == 1:
+            out[f"paper: {p}"] = [members[0][0]]
+        elif all(same(members[0][0], s) for s, _ in members[1:]):
+            out[f"paper: {p} for {', '.join(x for _, x in members)}"] = [s for s, _ in members]
+        else:
+            out.update({f"paper: {p} for {x}": [s] for s, x in members})
+    return out
+
+
 def paper_column(sources, ours: str) -> str:
     """The paper's column a set of ours stands for (``SimpleQuestions`` for the mini-world simple set), from
     its rows' paper sources (``…, column SimpleQuestions (Hit@1)``), or ``ours`` when they name none."""
-    import re
-
-    found = {m.group(1).strip() for src in sources if isinstance(src, str)
-             for m in [re.search(r"column ([^(,:]+)", src)] if m}
+    found = source_columns(sources)
     theirs = found.pop() if len(found) == 1 else ours
     return ours if ours.split(" (")[0] in theirs else theirs  # "1-hop" for "MetaQA 1-hop": the title names MetaQA
 
 
+def source_columns(sources) -> set[str]:
+    """The paper's columns that paper sources name (``…, column SimpleQuestions (Hit@1)`` → SimpleQuestions)."""
+    return {m.group(1).strip() for src in sources if isinstance(src, str)
+            for m in [re.search(r"column ([^(,:]+)", src)] if m}
+
+
 def table_notes(t: ResultTable) -> list[str]:
-    """The notes printed under a per-paper table (:func:`paper_tables`): under Keqing's MetaQA Hits@1 table,
-    where KB-BINDER's paper value went and what Think-on-Graph's rows measure (:func:`tog_metaqa_note`);
-    under its exact-set table, :data:`KBBINDER_NOTE`."""
+    """The notes printed under a per-paper table (:func:`paper_tables`): under PG&AKV's mini-world Hits@1 table,
+    what its short setting names stand for (:func:`settings_key`) and where Think-on-Graph's paper value comes
+    from (:func:`tog_paper_note`); under the MetaQA one, the Pseudo-Graph row; under Keqing's MetaQA Hits@1 table,
+    where KB-BINDER's paper value went and what Think-on-Graph's rows measure (:func:`tog_metaqa_note`); under
+    its exact-set table, :data:`KBBINDER_NOTE`; under its GrailQA table, the levels' sizes
+    (:func:`grailqa_levels_note`); under FuSIC-KBQA's, the pairs' names (:func:`pairs_key`)."""
     labels = {r[0] for r in t.rows}
-    if t.name == "Keqing Hits@1":
-        out = []
+    out: list[str] = []
+    if t.name == "PG&AKV Hits@1":
+        out.append(settings_key())
+        tog = [r for r in t.rows if r[0] == "Think-on-Graph"]
+        if tog and any(c not in ("—", "") for c in tog[0][len(t.columns) - _paper_width(t):]):
+            out.append(tog_paper_note())
+    elif t.name.startswith("PG&AKV") and PSEUDO_GRAPH in labels:
+        out.append(f"{PSEUDO_GRAPH}: {pa.ROWS['pgakv_pg'].split(' (', 1)[1].removesuffix(')')}.")
+    elif t.name == "Keqing Hits@1":
         if "KB-BINDER" in labels:
             out.append("KB-BINDER's paper value is exact-set accuracy: it sits beside our exact set in Keqing's "
                        "exact-set table.")
         if "Think-on-Graph" in labels:
             out.append(tog_metaqa_note())
-        return [x for x in out if x]
-    if t.name == "Keqing exact set" and "KB-BINDER" in labels:
-        return [KBBINDER_NOTE]
-    return []
+    elif t.name == "Keqing exact set" and "KB-BINDER" in labels:
+        out.append(KBBINDER_NOTE)
+    elif t.name == "Keqing F1":
+        out.append(grailqa_levels_note())
+    elif t.name.startswith("FuSIC-KBQA"):
+        out.append(pairs_key(t.columns))
+    return [x for x in out if x]
+
+
+def _paper_width(t: ResultTable) -> int:
+    return sum(1 for c in t.columns if c == "paper" or c.startswith("paper:"))
+
+
+#: the Pseudo-Graph row's name in the per-paper tables (:func:`display_method`)
+PSEUDO_GRAPH = "Pseudo-Graph (no KG)"
+
+
+def display_method(label: str) -> str:
+    """A method's name in the per-paper tables: PG&AKV's pruning settings on the mini-world as
+    ``PG&AKV (threshold 0.7, the paper's)`` and ``PG&AKV (threshold 0.5, not held out)`` (what they stand for:
+    :func:`settings_key`), the Pseudo-Graph row as :data:`PSEUDO_GRAPH`; every other name as it is. The
+    overview's rows (``compare_all``'s headline rows and CSV) keep the full wording."""
+    if label == f"{pa.ROWS['pgakv']}, {pa.CLEAN_ROW}":
+        return pa.ROWS["pgakv"]
+    for run in pa.PRESCREENED_RUNS:
+        if label == f"{pa.ROWS[run]}, {pa.NOT_HELD_OUT}":
+            return f"{pa.ROWS[run][:-1]}, {pa.NOT_HELD_OUT_TAG})"
+    return PSEUDO_GRAPH if label == pa.ROWS["pgakv_pg"] else label
+
+
+def settings_key() -> str:
+    """What PG&AKV's short setting names in the per-paper tables stand for (:func:`display_method`)."""
+    how = pa.NOT_HELD_OUT.removesuffix(f": {pa.NOT_HELD_OUT_TAG}")
+    return (f"{pa.ROWS['pgakv']}: {pa.CLEAN_ROW}. \"{pa.NOT_HELD_OUT_TAG}\": the threshold was {how} "
+            "(`results/bench/pgakv_test.md` says how).")
+
+
+def tog_paper_note() -> str:
+    """Where Think-on-Graph's paper value beside PG&AKV's comes from: ToG's own GPT-4 result, not GPT-3.5."""
+    return (f"Think-on-Graph's paper value, {B.PAPER_TOG_QALD10_GPT4:.1f} (QALD-10, Hit@1), is ToG's own result with "
+            "GPT-4, from ToG's paper as quoted in PG&AKV's sec. 4.4.1; PG&AKV's values are GPT-3.5.")
+
+
+def grailqa_levels_note(records: Records | None = None) -> str:
+    """Under Keqing's GrailQA table: each level's number of questions among the linked default's (the level
+    columns' n), how many i.i.d. chain questions the template bank covers (a template for every hop), and the
+    report that breaks F1 down by coverage. Empty until that cell holds its questions."""
+    recs = (records or complete_records(G.TABLE))(G.LINKED)
+    if not recs:
+        return ""
+    g = lambda r: r.get("grailqa") or {}  # noqa: E731
+    levels = [(lv, [r for r in recs if g(r).get("level") == lv]) for lv in G.LEVELS]
+    chain = [r for r in dict(levels).get("i.i.d.", []) if g(r).get("chain")]
+    text = (f"GrailQA dev levels, of the linked default's {len(recs)} questions: "
+            + ", ".join(f"{lv} n={len(rs)}" for lv, rs in levels if rs) + ".")
+    if chain:
+        text += (f" The template bank covers every hop of {sum(1 for r in chain if g(r).get('covered'))} of the "
+                 f"{len(chain)} i.i.d. chain questions")
+    return text + "; F1 by level and coverage: `results/bench/keqing_grailqa.md`."
+
+
+def pairs_key(columns) -> str:
+    """What FuSIC-KBQA's short pair names among ``columns`` stand for (source → target)."""
+    from . import fusic as F
+
+    known = [(F.SHORT[p], short_set(v[4])) for p, v in F.PAIRS.items() if F.SHORT.get(p) in set(columns)]
+    return ("Pairs (source → target): " + "; ".join(f"{a}: {b}" for a, b in known) + ".") if known else ""
+
+
+def paper_where(source: str) -> str:
+    """A paper source in a few words: ``Keqing Table 2, MetaQA 1-hop`` (paper, table, column), or the source up
+    to its first bracket when it names no column; ``—`` for none."""
+    if not isinstance(source, str) or not source or source.startswith("no paper value"):
+        return "—"
+    m = re.match(r"^(.*?) paper, ([^,:]+).*?column ([^(,:]+)", source)
+    return f"{m.group(1)} {m.group(2)}, {m.group(3).strip()}" if m else source.split(" (")[0]
+
+
+def method_table(rows, title: str) -> ResultTable:
+    """One method's overview rows across papers (walkthroughs 40 and 41): question set, metric, ours [95% CI], the
+    paper's value ("—": none) and where it comes from (:func:`paper_where`); notes: :func:`method_notes`."""
+    body = [[short_set(r["set"]), r["metric"], cell_text(r),
+             "—" if math.isnan(r["paper value"]) else f"{r['paper value']:.1f}", paper_where(r["paper source"])]
+            for _, r in rows.iterrows()]
+    return table("method", title, ["question set", "metric", "ours [95% CI]", "paper", "paper's table, column"], body)
+
+
+def method_notes(rows) -> list[str]:
+    """What to know reading :func:`method_table`: KB-BINDER's paper value is exact-set accuracy
+    (:data:`KBBINDER_NOTE`); ToG's is GPT-4 (:func:`tog_paper_note`); a paper value standing beside several of
+    our sets is one number of the paper's, from one of its columns."""
+    out = []
+    if ((rows["method"] == "KB-BINDER") & (rows["metric"] == "exact set")).any():
+        out.append(KBBINDER_NOTE)
+    if ((rows["method"] == "Think-on-Graph") & rows["paper value"].notna()).any():
+        out.append(tog_paper_note())
+    known = rows[rows["paper value"].notna()]
+    for (value, where), same in known.groupby([known["paper value"], known["paper source"].map(paper_where)], sort=False):
+        if len(same) > 1:
+            out.append(f"{value:.1f} ({where}) is one number of the paper's, beside each of our {len(same)} sets "
+                       "compared with it: the paper has no value on them.")
+    return out
 
 
 def cost_table(ov) -> ResultTable:
     """Per paper and method, over its complete cells: cells, questions, LLM calls, tokens and seconds per
-    question (what a live run takes), and the hours those answers took. A cell counts once: its first row
+    question (recorded when the answers were made: :func:`row`), and the hours those answers took; methods by their
+    short names (:func:`display_method`). A cell counts once: its first row
     (a second metric of the same records, or a part of them — GrailQA's levels — adds no cost)."""
     done = ov[ov["status"] == "complete"].drop_duplicates(["table", "cell"])
-    done = done.assign(kg=done["set"].map(kg_of))
+    done = done.assign(kg=done["set"].map(kg_of), method=done["method"].map(display_method))
     body = []
     for (paper, method, kg), rows in done.groupby(["paper", "method", "kg"], sort=False):
         q = int(rows["n"].sum())
@@ -544,25 +712,91 @@ def _complete(ov, **match) -> list[Any]:
     return [r for _, r in rows.iterrows()]
 
 
-def summary(ov) -> str:
-    """Notebook 90's summary, from the overview's rows: how many cells hold their planned questions, and per
-    paper where ours goes the other way from the paper (PG&AKV: QSM above PG&AKV; Keqing: GrailQA far below
-    the paper; FuSIC-KBQA: its order of retrievers on GrailQA-Tech)."""
+#: how a paired difference's 95% CI reads against the paper's direction (:func:`~.core.effect_verdict`)
+VERDICT_WORDS = {"holds": "as in the paper", "reversed": "the other way from the paper",
+                 "unclear": "unclear (the paired 95% CI reaches 0)",
+                 "no difference": "no difference (every question scored the same)"}
+
+
+def _gains_text(gains: dict[str, Any], unit: str) -> str:
+    """``simple -47.8 [-57.5, -38.9] (n=113), multihop …`` + the unit: paired differences in points."""
+    return ", ".join(f"{k} {format_gain(g)} (n={g[3]})" for k, g in gains.items()) + f" {unit} (paired)"
+
+
+def _verdicts_text(gains: dict[str, Any], sign: int) -> str:
+    """What paired differences say against the paper's direction (``sign``: +1 when the paper has the first
+    ahead), from their 95% CIs: one phrase when all agree, else per key."""
+    from .core import effect_verdict
+
+    v = {k: effect_verdict(g, sign) for k, g in gains.items()}
+    if len(set(v.values())) == 1:
+        return VERDICT_WORDS[next(iter(v.values()))]
+    return "; ".join(f"{k}: {VERDICT_WORDS[x]}" for k, x in v.items())
+
+
+def pgakv_qsm_gains() -> dict[str, Any]:
+    """PG&AKV at the paper's threshold minus QSM per factoid mini-world set, paired Hits@1 on the test questions
+    both complete runs answered (fractions, :func:`~kgqa_lib.evaluate.report.paired_gain`); sets without both
+    runs are left out."""
+    on = P.OnTest()
+    gains = {s: P._pair(on(s, "pgakv"), on(s, "qsm"), pa.METRIC[s]) for s in pa.FACTOID}
+    return {s: g for s, g in gains.items() if g}
+
+
+def fig6_text(pts) -> tuple[str, bool]:
+    """Keqing's Fig. 6 in one clause, from :func:`K.ablation_points`: the logical chain written directly minus
+    sub-questions per hop, paired Hits@1 points with 95% CIs, and what they say against the paper, which finds
+    sub-questions ahead (:func:`K.fig6_wording`); and whether a hop goes the other way. ``("", False)`` before
+    the chain's cells hold their questions."""
+    from .core import effect_verdict
+
+    ch = pts[pts["configuration"] == K.CHAIN_LABEL].set_index("hops") if len(pts) else pts
+    if not len(ch):
+        return "", False
+    gains = {h: (r["gain"], r["gain_low"], r["gain_high"], int(r["n"])) for h, r in ch.iterrows()}
+    diffs = " / ".join(f"{g[0]:+.1f} [{g[1]:+.1f}, {g[2]:+.1f}]" for g in gains.values())
+    text = (f"Keqing's Fig. 6, the logical chain written directly minus sub-questions: {diffs} Hits@1 points on MetaQA "
+            f"dev (our reported part) {' / '.join(map(str, gains))}-hop (paired 95% CI); {K.fig6_wording(ch)}")
+    return text, any(effect_verdict(g, -1) == "reversed" for g in gains.values())
+
+
+def fusic_order(fu) -> str:
+    """FuSIC-KBQA on GrailQA-Tech: our best configuration against the paper's best (``fu``: the overview's
+    complete GrailQA-Tech rows with a paper value), the paper's best minus ours paired on the same questions
+    (:func:`~kgqa_lib.bench.fusic.paired_f1`), worded from its 95% CI against the paper's order."""
+    from . import fusic as F
+    from .core import effect_verdict
+
+    best, top = fu.loc[fu["value"].idxmax()], fu.loc[fu["paper value"].idxmax()]
+    text = (f"FuSIC-KBQA on GrailQA-Tech (a gold-fact fragment): our best configuration, {best['method']}, scores F1 "
+            f"{best['value']:.1f} (the paper: {best['paper value']:.1f})")
+    if top["cell"] != best["cell"]:
+        records = Records(get_table(top["table"]))
+        g = F.paired_f1(F.cell_records(records, top["cell"]), F.cell_records(records, best["cell"]))
+        v = effect_verdict(g, 1)  # the paper has its best ahead
+        text += (f"; the paper's best, {top['method']} ({top['paper value']:.1f}), scores {top['value']:.1f}, "
+                 f"{format_gain(g)} F1 points against ours (paired, n={g[3]}): {VERDICT_WORDS[v]}"
+                 + ("'s order" if v in ("holds", "reversed") else ""))
+    return text + "."
+
+
+def summary(ov, pts=None) -> str:
+    """Notebook 90's summary, from the overview's rows and the saved records: how many cells hold their planned
+    questions, and per paper how ours compares — every comparison of two methods worded from its paired 95% CI
+    (:data:`VERDICT_WORDS`): PG&AKV − QSM on the mini-world test questions (:func:`pgakv_qsm_gains`), Keqing
+    against the paper's values and its Fig. 6 (:func:`fig6_text`; ``pts``: :func:`K.ablation_points`, default
+    the saved records), FuSIC-KBQA's order of configurations on GrailQA-Tech (:func:`fusic_order`); then where
+    ours goes the other way from the papers' ablations (:func:`other_way`)."""
+    pts = K.ablation_points() if pts is None else pts
     out = [f"{int((ov['status'] == 'complete').sum())} of the {len(ov)} headline rows hold their planned questions; "
            "each is ours with the local model beside the paper's own number (other models, other question sets: a "
            "direction, not a replication)."]
-    pg = ov[(ov["paper"] == "PG&AKV") & (ov["metric"] == "Hits@1") & (ov["status"] == "complete")
-            & ov["set"].str.startswith("mini-world")]
-    qsm, ours = pg[pg["method"] == "QSM"], pg[pg["method"].str.startswith("PG&AKV (threshold 0.7")]
-    if len(qsm) and len(qsm) == len(ours):
-        sets = " / ".join(s.removeprefix("mini-world ").removesuffix(" (test)") for s in qsm["set"])
-        above = bool((qsm["value"].to_numpy() > ours["value"].to_numpy()).all())
-        paper_above = bool((ours["paper value"].to_numpy() > qsm["paper value"].to_numpy()).all())
-        out.append(f"PG&AKV: QSM scores {' / '.join(f'{v:.1f}' for v in qsm['value'])} Hits@1 on the mini-world "
-                   f"{sets} test sets against PG&AKV's {' / '.join(f'{v:.1f}' for v in ours['value'])} at the paper's "
-                   f"threshold" + (" — the other way from the paper" if above and paper_above else "")
-                   + f" (its Table 2, GPT-3.5: QSM {' / '.join(f'{v:.1f}' for v in qsm['paper value'])}, PG&AKV "
-                   f"{' / '.join(f'{v:.1f}' for v in ours['paper value'])}).")
+    gains = pgakv_qsm_gains()
+    if gains:
+        paper = ", ".join(f"{pa.paper_gain(s, 'qsm')[0]:+.1f} on {pa.PAPER_COLUMNS[s]}" for s in gains)
+        out.append(f"PG&AKV at the paper's threshold {pa.PAPER_THRESHOLD} minus QSM on the mini-world test questions: "
+                   f"{_gains_text(gains, 'Hits@1 points')} — {_verdicts_text(gains, 1)} (its Table 2, GPT-3.5: "
+                   f"{paper}).")
     kq = ov[(ov["paper"] == "Keqing") & (ov["status"] == "complete")]
     four = kq[kq["method"] == "Keqing, four stages"]
     grail = kq[(kq["method"] == GRAILQA_METHODS[G.LINKED]) & kq["set"].str.startswith("GrailQA dev (")]
@@ -578,17 +812,14 @@ def summary(ov) -> str:
             text += ("; but " if len(four) else "") + (f"on GrailQA dev (a gold-fact fragment) they reach F1 "
                                                          f"{g['value']:.1f} against the paper's {g['paper value']:.1f}")
         out.append(text + ".")
+    fig6, reversed_ = fig6_text(pts)
+    if fig6 and not reversed_:  # a reversal is said with the others (:func:`other_way`)
+        out.append(fig6 + ".")
     fu = ov[(ov["paper"] == "FuSIC-KBQA") & (ov["status"] == "complete") & ov["cell"].str.startswith("gtech.")
             & ov["paper value"].notna()]
     if len(fu):
-        best, top = fu.loc[fu["value"].idxmax()], fu.loc[fu["paper value"].idxmax()]
-        text = (f"FuSIC-KBQA on GrailQA-Tech (a gold-fact fragment): our best configuration, {best['method']}, scores F1 "
-                f"{best['value']:.1f} (the paper: {best['paper value']:.1f})")
-        if top["cell"] != best["cell"]:
-            text += (f", and the paper's best, {top['method']} ({top['paper value']:.1f}), scores {top['value']:.1f} — "
-                     "the other way from the paper's order")
-        out.append(text + ".")
-    other = other_way()
+        out.append(fusic_order(fu))
+    other = other_way(pts)
     return " ".join(out + ([other] if other else []))
 
 
@@ -607,9 +838,11 @@ def _lora_headline() -> tuple[str, str]:
 
 
 def other_way(pts=None, lora=None, schema=None) -> str:
-    """One sentence naming the ablations where ours goes the other way from the papers: Keqing's Fig. 6 (the logical
-    chain directly ≥ sub-questions, from :func:`K.ablation_points`), its fine-tuned decomposer (the LoRA-tuned 0.5B
-    against in context, :func:`~kgqa_lib.evaluate.keqing_lora.recorded_headline`) and PG&AKV's Table 3 (the schema
+    """One sentence naming the ablations where ours goes the other way from the papers, each by its paired 95% CI:
+    Keqing's Fig. 6 when the chain written directly is ahead of sub-questions at some hop (:func:`fig6_text`, from
+    :func:`K.ablation_points`), its fine-tuned decomposer when the LoRA-tuned 0.5B misses every multi-hop question
+    the in-context one gets right and those are all of them (every paired difference −1, so the interval is
+    [−100, −100]; :func:`~kgqa_lib.evaluate.keqing_lora.recorded_headline`), and PG&AKV's Table 3 (the schema
     difference wholly on the other side of zero, :func:`P.schema_gains`). Empty when none does."""
     from ..evaluate.keqing_lora import HEADLINE_DECOMPOSERS
 
@@ -617,22 +850,23 @@ def other_way(pts=None, lora=None, schema=None) -> str:
     lora = _lora_headline() if lora is None else lora
     schema = P.schema_gains() if schema is None else schema
     parts = []
-    ch = pts[pts["configuration"] == K.CHAIN_LABEL].sort_values("hops") if len(pts) else pts
-    if len(ch) and (ch["gain"] >= 0).all() and (ch["gain"] > 0).any():
-        parts.append(f"writing Keqing's logical chain directly scores {' / '.join(f'{v:+.1f}' for v in ch['gain'])} "
-                     f"Hits@1 points against sub-questions on MetaQA dev {' / '.join(map(str, ch['hops']))}-hop, where "
-                     "its Fig. 6 finds sub-questions better")
+    fig6, reversed_ = fig6_text(pts)
+    if reversed_:
+        parts.append(fig6)
     right = dict(zip(HEADLINE_DECOMPOSERS, lora[1].split(" / ")))
     tuned, icl = right.get("LoRA, 0.5B", ""), right.get("ICL, 0.5B", "")
-    if len(right) == len(HEADLINE_DECOMPOSERS) and int(tuned.split()[0]) < int(icl.split()[0]):
-        parts.append(f"the LoRA-tuned 0.5B decomposes {tuned} multi-hop mini-world questions right against {icl} "
-                     "in context, where Keqing fine-tunes its decomposer")
+    counts = [re.fullmatch(r"(\d+) of (\d+)", x) for x in (tuned, icl)]
+    if len(right) == len(HEADLINE_DECOMPOSERS) and all(counts):
+        (t, n), (c, _) = ((int(m.group(1)), int(m.group(2))) for m in counts)
+        if t == 0 and c == n:  # every question: in context right, tuned wrong
+            parts.append(f"the LoRA-tuned 0.5B decomposes {tuned} multi-hop mini-world questions right against {icl} "
+                         "in context (paired: -100 points on every question), where Keqing fine-tunes its decomposer")
     for s, gain in schema.items():
         name, _, paper = pa.PAPER_TABLE3[s]
         diff = paper["freebase"] - paper["wikidata"]
         if gain and pa.side(gain) == -(1 if diff > 0 else -1):
             parts.append(f"PG&AKV over the Freebase-like schema minus the Wikidata-like is {100 * gain[0]:+.1f} points "
-                         f"on {s} (95% CI [{100 * gain[1]:+.1f}, {100 * gain[2]:+.1f}]), where the paper's Table 3 has "
+                         f"on {s} (paired 95% CI [{100 * gain[1]:+.1f}, {100 * gain[2]:+.1f}]), where the paper's Table 3 has "
                          f"{diff:+.1f} on {name}")
     if not parts:
         return ""
@@ -647,18 +881,95 @@ HEADLINE_CELLS = {"t2_simple.pgakv": "PG&AKV (threshold 0.7) Hits@1, mini-world 
                   "gtech.fs_dense": "FuSIC(T) few-shot F1, GrailQA-Tech (gold-fact fragment)"}
 
 
-def headline_cross_paper(ov) -> tuple[str, str]:
-    """Notebook 90's headline metric, from the overview's rows: each paper's main method on one question set
-    (:data:`HEADLINE_CELLS`), ours with its 95% CI and the paper's own value beside it."""
-    def text(cell: str) -> str:
-        rows = ov[ov["cell"] == cell]
-        if rows.empty:
-            return "not run"
-        r = rows.iloc[0]
-        return cell_text(r) + ("" if math.isnan(r["paper value"]) else f" (paper {r['paper value']:.1f})")
+def _headline_text(ov, cell: str) -> str:
+    rows = ov[ov["cell"] == cell]
+    if rows.empty:
+        return "not run"
+    r = rows.iloc[0]
+    return cell_text(r) + ("" if math.isnan(r["paper value"]) else f" (paper {r['paper value']:.1f})")
 
+
+def headline_cross_paper(ov) -> tuple[str, str]:
+    """Notebook 90's headline metric in one line, from the overview's rows: each paper's main method on one
+    question set (:data:`HEADLINE_CELLS`), ours with its 95% CI and the paper's own value beside it."""
     return ("Each paper's main method, ours [95% CI] (the paper's value): " + " / ".join(HEADLINE_CELLS.values()),
-            " / ".join(text(c) for c in HEADLINE_CELLS))
+            " / ".join(_headline_text(ov, c) for c in HEADLINE_CELLS))
+
+
+def headline_rows(ov) -> list[tuple[str, str]]:
+    """Notebook 90's headline metrics, one per paper (what notebook 90 records, a line each): (its main method on
+    one question set, :data:`HEADLINE_CELLS`; ours [95% CI] with the paper's value)."""
+    return [(name, _headline_text(ov, c)) for c, name in HEADLINE_CELLS.items()]
+
+
+def total_hours_line(names: list[str]) -> str:
+    """The hours the records of the tables ``names`` took live, summed (:func:`recorded_hours`)."""
+    return (f"Together: {sum(recorded_hours(get_table(n)) for n in names):.1f} h live, over the {len(names)} "
+            "tables' records.")
+
+
+def tables_key(names: list[str]) -> str:
+    """What the benchmark tables' names stand for (their titles, as ``kgqa bench list`` shows them)."""
+    return "\n".join(["Benchmark tables:", *(textwrap.fill(f"  {n}: {get_table(n).title}", 110,
+                                                           subsequent_indent="      ") for n in names)])
+
+
+#: the suffixes of PG&AKV's mini-world cells (``t2_simple.pgakv_thr05_noann``): what each changes
+PGAKV_SUFFIXES = {"noverify": "without verification", "noann": "without topic-entity annotations",
+                  "fb": "over the Freebase-like schema", "k1": "one subject more kept in pruning",
+                  "dev": "on its dev questions only"}
+#: PG&AKV's runs a mini-world cell id names (before its suffixes)
+PGAKV_RUNS = ("io", "cot", "sc", "qsm", "pgakv", "pgakv_thr05", "pgakv_pg")
+
+
+def cell_patterns() -> list[tuple[str, str, str]]:
+    """The benchmark cells' ids as patterns: (regular expression, how the key writes it, what it stands for) —
+    PG&AKV's ``t2_<set>.<run>`` (:data:`PGAKV_RUNS`, :data:`PGAKV_SUFFIXES`), ToG's ``tog_<set>``, the MetaQA
+    baselines', Keqing's, PG&AKV's on the MetaQA KB and FuSIC-KBQA's ``<pair>.<config>`` (parts of a
+    configuration's name: :data:`~kgqa_lib.bench.fusic.NAME_PARTS`)."""
+    from . import fusic as F
+
+    pairs = "|".join(F.PAIRS)
+    return [
+        (r"t2_(simple|multihop|open)\.\w+", "t2_<set>.<run>",
+         "PG&AKV on a mini-world set (simple, multihop, open); runs: " + "; ".join(f"{r} = {pa.ROWS[r]}" for r in PGAKV_RUNS)
+         + "; suffixes: " + "; ".join(f"_{k} = {v}" for k, v in PGAKV_SUFFIXES.items())),
+        (r"tog_(simple|multihop|open)", "tog_<set>", "Think-on-Graph on that mini-world set"),
+        (r"(kbbinder|tog|tog_floor)_metaqa_\dhop", "<method>_metaqa_<h>hop",
+         "KB-BINDER, Think-on-Graph, ToG with a depth floor (a deviation from ToG) on MetaQA dev (our reported part), "
+         "h-hop"),
+        (r"keqing_[a-z0-9]+_\dhop", "keqing_<part>_<h>hop",
+         "Keqing on MetaQA dev (our reported part), h-hop: full = the four stages, metaqa = decomposition only, the "
+         "others the ablations of 32_keqing_ablations (k2/k4/k8 templates, chain, last, dense, text, released)"),
+        (r"keqing_grailqa(_oracle|_dense)?", "keqing_grailqa[_oracle|_dense]",
+         "Keqing on GrailQA dev: topics linked, the gold topics, the dense supplement"),
+        (r"(io|cot|sc|qsm|pgakv|pgakv_chosen|pgakv_pg|dev_thr\d\d)_\dhop", "<run>_<h>hop",
+         "PG&AKV's runs on the MetaQA KB (pgakv_metaqa), h-hop; dev_thrNN: threshold 0.NN on a dev part"),
+        (rf"({pairs})\.\w+", "<pair>.<config>",
+         "FuSIC-KBQA; pairs: " + "; ".join(f"{p} = {v}" for p, v in F.SHORT.items()) + "; configurations by parts: "
+         + "; ".join(f"{k} = {F.NAME_PARTS[k]}" for k in ("fs", "zs", "dense", "bm25", "both"))),
+    ]
+
+
+def cells_key() -> str:
+    """How to read the cell ids of the model-axis tables (:func:`cell_patterns`) and the models' names."""
+    from ..llm.models import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
+
+    lines = ["Cell ids:", *(f"  {shown}: {what}" for _, shown, what in cell_patterns()), "Models:",
+             *(f"  {m.name}: {m.model_id}, 4-bit, in-process" + (" (the default model)" if m.name == DEFAULT_LOCAL_MODEL
+                                                                 else "") for m in LOCAL_MODELS.values()),
+             "  <model>_llama-server: the same model behind llama.cpp's server (`--llm server`)"]
+    return "\n".join(textwrap.fill(x, 110, subsequent_indent="      ") for x in lines)
+
+
+def split_not_run(frame) -> tuple[list[tuple[str, Any]], str]:
+    """A model-axis frame (:func:`~kgqa_lib.bench.core.models_frame`) per benchmark table, indexed by cell, without
+    the tables no other model has a cell of (its ``(every cell)`` rows), which one line names instead."""
+    none = frame["cell"] == "(every cell)"
+    parts = [(name, part.drop(columns="table").set_index("cell"))
+             for name, part in frame[~none].groupby("table", sort=False)]
+    empty = list(dict.fromkeys(frame[none]["table"]))
+    return parts, ("No other model has a cell of: " + ", ".join(empty) + "." if empty else "")
 
 
 HEADLINE_COLUMNS = ["paper", "set", "method", "metric", "ours [95% CI]", "questions", "calls/q", "tokens/q", "s/q",

@@ -1007,6 +1007,54 @@ def resolve_seeds(s: SubQuestion, answers: dict[int, list[str]], topic: set[str]
     return list(dict.fromkeys(seeds)), unlinked
 
 
+def linked_topics(q: Question, kg) -> set[str]:
+    """The question's topic entities linked in the KG (:func:`link_seed`): never an answer of any hop."""
+    topic: set[str] = set()
+    for t in q.topic_entities:
+        topic.update(link_seed(t, kg))
+    return topic
+
+
+def retrieve_step(s: SubQuestion, seeds: Sequence[str], match: Match, ctx: Context, kg_name: str, topic: set[str],
+                  reasoning: str = "select", max_candidates: int = 40, last_only: bool = False,
+                  dense: int = 0) -> tuple[str, list[CandidateGroup]]:
+    """Knowledge retrieval for one sub-question (the paper's sec. 3.2): the sub-question as the LLM will read
+    it (its template, seeds filled in) and its candidate groups — each candidate chain of ``match`` run from
+    ``seeds`` (:func:`retrieve_candidates`), plus, with ``dense`` > 0, the dense supplement
+    (:func:`dense_supplement`) when an LLM reasons over this sub-question (see :func:`execute_plan`)."""
+    kg = ctx.kg
+    groups = retrieve_candidates(kg, kg_name, seeds, match.chains, topic)
+    shown = fill_mask(s.question if MASK in s.question else match.text, [_label(kg, v) for v in seeds])
+    if dense > 0 and reasoning != "all" and not last_only:
+        known = {v for g in groups for v in g.tails}
+        room = dense if reasoning != "select" else min(dense, max(0, max_candidates - len(known)))
+        groups = groups + [dense_supplement(kg, shown, seeds, topic, known, ctx.embedder, room)]
+    return shown, groups
+
+
+def reason_step(shown: str, groups: Sequence[CandidateGroup], ctx: Context, sub_id: int, reasoning: str = "select",
+                fmt: str = "rules", max_candidates: int = 40, last_only: bool = False) -> Reasoning:
+    """Candidate reasoning for one sub-question (the paper's sec. 3.3) by the ``reasoning`` mode:
+    :func:`select_candidates` (select), :func:`reason` (group) or :func:`keep_all` (all, or ``last_only``:
+    a sub-question before the last when only the last is reasoned over)."""
+    if last_only:
+        return keep_all(shown, groups, sub_id)
+    if reasoning == "select":
+        return select_candidates(shown, groups, ctx, sub_id, fmt, max_candidates)
+    if reasoning == "group":
+        return reason(shown, groups, ctx, sub_id)
+    return keep_all(shown, groups, sub_id)
+
+
+def reached_from(kg, kg_name: str, seeds: Sequence[str], chain: Sequence[str], exclude: set[str],
+                 max_seeds: int = 200) -> list[tuple[str, str]]:
+    """(seed, entity reached) for every seed and every entity ``chain`` reaches from it, as
+    :func:`retrieve_candidates` walks it (which keeps one triple per entity): every edge of a drawing of
+    the retrieval, also of a multi-hop chain (from the seed, not from the last hop's entity)."""
+    return list(dict.fromkeys((seed, v) for seed in list(seeds)[:max_seeds]
+                              for v, _ in _walk(kg, kg_name, seed, chain, exclude)))
+
+
 def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, ctx: Context, kg_name: str,
                  K: int = 1, reasoning: str = "select", fmt: str = "rules",
                  max_candidates: int = 40, reason_steps: str = "every",
@@ -1026,30 +1074,17 @@ def execute_plan(q: Question, subs: Sequence[SubQuestion], bank: TemplateBank, c
     ordered = order_subquestions(subs)
     matches = {m.subquestion: m for m in match_templates(ordered, bank, ctx.embedder, K)}
     answers: dict[int, list[str]] = {}
-    topic: set[str] = set()
-    for t in q.topic_entities:
-        topic.update(link_seed(t, kg))
+    topic = linked_topics(q, kg)
     steps: list[Step] = []
     error = None
     for s in ordered:
         seeds, unlinked = resolve_seeds(s, answers, topic, kg)
         if unlinked:
             error = error or "seed_unlinked"
-        groups = retrieve_candidates(kg, kg_name, seeds, matches[s.id].chains, topic)
-        shown = fill_mask(s.question if MASK in s.question else matches[s.id].text, [_label(kg, v) for v in seeds])
         last_only = reason_steps == "last" and s is not ordered[-1]
-        if dense > 0 and reasoning != "all" and not last_only:
-            known = {v for g in groups for v in g.tails}
-            room = dense if reasoning != "select" else min(dense, max(0, max_candidates - len(known)))
-            groups = groups + [dense_supplement(kg, shown, seeds, topic, known, ctx.embedder, room)]
-        if last_only:
-            r = keep_all(shown, groups, s.id)
-        elif reasoning == "select":
-            r = select_candidates(shown, groups, ctx, s.id, fmt, max_candidates)
-        elif reasoning == "group":
-            r = reason(shown, groups, ctx, s.id)
-        else:
-            r = keep_all(shown, groups, s.id)
+        shown, groups = retrieve_step(s, seeds, matches[s.id], ctx, kg_name, topic, reasoning, max_candidates,
+                                      last_only, dense)
+        r = reason_step(shown, groups, ctx, s.id, reasoning, fmt, max_candidates, last_only)
         if r.error in ("bad_choice", "select_empty", "select_unmatched"):
             error = error or r.error
         answers[s.id] = r.answers

@@ -99,23 +99,41 @@ def _report(records) -> str:  # a report function of this module, so the constan
     return ""
 
 
-def _chain_points(gains):
+def _chain_points(gains, lows=None, highs=None, n=100):
     import pandas as pd
 
-    return pd.DataFrame({"configuration": bench_keqing.CHAIN_LABEL, "hops": [1, 2, 3], "gain": gains})
+    lows = [g - 2.0 for g in gains] if lows is None else lows  # an interval around each gain
+    highs = [g + 2.0 for g in gains] if highs is None else highs
+    return pd.DataFrame({"configuration": bench_keqing.CHAIN_LABEL, "hops": [1, 2, 3], "gain": gains,
+                         "gain_low": lows, "gain_high": highs, "n": n})
 
 
 LORA_METRIC = "Keqing decomposer, multi-hop questions decomposed right"
 
 
 def test_other_way_names_each_reversal_from_the_records():
-    text = overview.other_way(_chain_points([0.0, 1.0, 3.0]), (LORA_METRIC, "0 of 6 / 0 of 6 / 6 of 6"),
+    chain_ahead = _chain_points([0.0, 1.0, 8.0], [0.0, -1.0, 3.0], [0.0, 3.0, 13.0])  # 3-hop: CI above 0
+    text = overview.other_way(chain_ahead, (LORA_METRIC, "0 of 6 / 0 of 6 / 6 of 6"),
                               {"simple": (-0.097, -0.159, -0.044, 113), "open": (-0.01, -0.033, 0.012, 50)})
     assert text.startswith("Also the other way from the papers: ") and text.endswith(".")
-    assert "+0.0 / +1.0 / +3.0 Hits@1 points against sub-questions on MetaQA dev 1 / 2 / 3-hop" in text
+    assert "+0.0 [+0.0, +0.0] / +1.0 [-1.0, +3.0] / +8.0 [+3.0, +13.0] Hits@1 points on MetaQA dev" in text
+    assert "it goes the other way from the paper at 3-hop" in text and "unclear at 2-hop" in text
     assert "decomposes 0 of 6 multi-hop mini-world questions right against 6 of 6 in context" in text
-    assert "-9.7 points on simple (95% CI [-15.9, -4.4])" in text and "+10.1 on SimpleQuestions" in text
+    assert "-9.7 points on simple (paired 95% CI [-15.9, -4.4])" in text and "+10.1 on SimpleQuestions" in text
     assert "on open" not in text  # its interval crosses zero: no direction to reverse
+
+
+def test_the_chain_is_no_reversal_while_every_interval_reaches_zero():
+    """Keqing's Fig. 6 with the chain level or ahead but every paired CI reaching 0 (the committed records'
+    case): worded from the intervals as not reproducing the paper's lead, never as the other way."""
+    pts = _chain_points([0.0, 1.0, 3.0], [0.0, 0.0, 0.0], [0.0, 3.0, 6.0])
+    assert overview.other_way(pts, (LORA_METRIC, "6 of 6 / 0 of 6 / 5 of 6"), {"simple": None}) == ""
+    text, reversed_ = overview.fig6_text(pts)
+    assert not reversed_ and "+0.0 [+0.0, +0.0] / +1.0 [+0.0, +3.0] / +3.0 [+0.0, +6.0]" in text
+    assert text.endswith(bench_keqing.fig6_wording(pts.set_index("hops")))  # the ablations notebook's words
+    assert "does not reproduce the paper's lead for sub-questions" in text
+    # a LoRA count that does not force every paired difference the same way is no reversal either
+    assert overview.other_way(pts, (LORA_METRIC, "2 of 6 / 0 of 6 / 5 of 6"), {"simple": None}) == ""
 
 
 def test_other_way_is_empty_when_ours_goes_the_papers_way():
@@ -129,10 +147,11 @@ def test_other_way_is_empty_when_ours_goes_the_papers_way():
 def test_summary_ends_with_the_other_way_sentence(monkeypatch):
     import pandas as pd
 
-    monkeypatch.setattr(overview, "other_way", lambda: "Also the other way from the papers: X.")
+    monkeypatch.setattr(overview, "other_way", lambda *a, **k: "Also the other way from the papers: X.")
+    monkeypatch.setattr(overview, "pgakv_qsm_gains", lambda: {})
     ov = pd.DataFrame({"paper": ["Keqing"], "metric": ["Hits@1"], "status": ["partial"], "method": ["CoT"],
                        "set": ["MetaQA"], "cell": ["x"], "value": [1.0], "paper value": [2.0]})
-    assert overview.summary(ov).endswith(" Also the other way from the papers: X.")
+    assert overview.summary(ov, pts=pd.DataFrame()).endswith(" Also the other way from the papers: X.")
 
 
 def test_lora_settings_are_notebook_33s_defaults():
@@ -207,7 +226,7 @@ def test_the_tog_note_counts_early_stops_and_says_how_far_the_depth_floor_is(res
     note = overview.tog_metaqa_note()
     assert f"on 60 of {n} 2-hop questions ToG's judge" in note and "not ToG's search" in note
     assert "departs from the published one: its wording was chosen on these reported MetaQA questions" in note
-    assert f"all {n} ToG records hold this prompt's hash" in note
+    assert f"all {n} ToG records were made with this same prompt" in note
     assert f"2-hop partial 10/{n}" in note and "3-hop not run" in note  # a partial cell gives no number
     _save(base, "tog_floor_metaqa_2hop", [_tog(f"t{i}", 1.0, 2) for i in range(n)])
     assert f"2-hop +100.0 [+100.0, +100.0] Hits@1 points (paired, n={n})" in overview.tog_metaqa_note()
@@ -233,5 +252,5 @@ def test_pgakv_on_the_metaqa_kb_is_its_own_table_beside_the_papers_columns(resul
     assert "PG&AKV Hits@1" in by and "PG&AKV Hits@1 on MetaQA" in by
     t = by["PG&AKV Hits@1 on MetaQA"]
     assert list(t.columns[1:4]) == ["1-hop", "2-hop", "3-hop"] and "on MetaQA dev (our reported part)" in t.title
-    assert list(t.columns[4:]) == ["paper: SimpleQuestions", "paper: QALD-10 for 2-hop", "paper: QALD-10 for 3-hop"]
+    assert list(t.columns[4:]) == ["paper: SimpleQuestions", "paper: QALD-10 for 2-hop, 3-hop"]  # one column a value
     assert not any(s.startswith("MetaQA") for s in by["PG&AKV Hits@1"].columns)

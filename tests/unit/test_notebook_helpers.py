@@ -123,10 +123,18 @@ def test_walkthrough_cost_reads_the_records_of_the_same_set():
     recs = [_pg_rec(f"q{i}") for i in range(4)]
     text = P.walkthrough_cost("miniworld:simple", "q2", lambda part, run: recs if (part, run) == ("simple", "pgakv") else [])
     lines = text.splitlines()
-    assert "retrieval (≈ 0.5 s)" in lines[0]
-    assert lines[1] == "Live, this question's 3 calls took 16.0 s."
-    assert "3 live calls, ≈ 16 s" in lines[2] and "run live, ≈ 10 s" in lines[2]
-    assert lines[3].startswith("Every question of miniworld:simple: ") and "(12 calls)" in lines[3]
+    assert lines[0].startswith("From the benchmark's saved records of PG&AKV on every question of miniworld:simple")
+    assert "pgakv_t2: the paper's Table 2" in lines[0]  # the table's id, explained
+    assert "retrieval (≈ 0.5 s)" in lines[1]
+    assert lines[2] == "Live, this question's 3 calls took 16.0 s."
+    assert "3 live calls, ≈ 16 s (the mean per question over the 4 questions of the set whose calls all ran live; " \
+           "median 16 s)" in lines[3] and "run live, ≈ 10 s (mean)" in lines[3]
+    assert lines[4].startswith("Every question of miniworld:simple: ") and "(12 calls)" in lines[4]
+    slow = recs[:3] + [_pg_rec("q3", (("generate_pseudo_graph", 100.0), ("verify", 80.0), ("answer", 20.0)))]
+    line = P.walkthrough_cost("miniworld:simple", "q2", lambda p, r: slow).splitlines()[3]
+    assert "≈ 62 s (the mean" in line and "median 16 s" in line  # one slow question moves the mean, not the median
+    cached = recs[:3] + [_pg_rec("q3", cache_hits=3)]
+    assert "over the 3 questions of the set" in P.walkthrough_cost("miniworld:simple", "q2", lambda p, r: cached)
     assert "Live, this question" not in P.walkthrough_cost("miniworld:simple", "other", lambda p, r: recs)
     assert P.walkthrough_cost("miniworld:simple", "q2", lambda p, r: []).startswith("No benchmark records")
 
@@ -215,15 +223,16 @@ def test_keqing_layers_follow_the_chosen_groups_to_the_kept_answers():
 
     from kgqa_lib.evaluate.walkthrough import keqing_layers
 
-    g1 = NS(triples=[("ex://T", "directed_by", "ex://A"), ("ex://T", "directed_by", "ex://B")],
-            reached=["ex://A", "ex://B"], chain=("directed_by",))
-    g2 = NS(triples=[("ex://A", "born_in", "Paris")], reached=["Paris"], chain=("born_in",))
+    # the groups' triples name their entities by label, as retrieve_candidates writes them
+    g1 = NS(triples=[("t", "directed_by", "a"), ("t", "directed_by", "b")], reached=["ex://A", "ex://B"],
+            chain=("directed_by",), stated=[])
+    g2 = NS(triples=[("a", "born_in", "Paris")], reached=["Paris"], chain=("born_in",), stated=[])
     steps = [NS(seeds=["ex://T"], sub=NS(id="s1"), groups=[g1], reasoning=NS(answers=["ex://A"], chosen=[0])),
-             NS(seeds=["ex://A"], sub=NS(id="s2"), groups=[NS(triples=[], reached=[], chain=("x",)), g2],
+             NS(seeds=["ex://A"], sub=NS(id="s2"), groups=[NS(triples=[], reached=[], chain=("x",), stated=[]), g2],
                 reasoning=NS(answers=["Paris"], chosen=[1]))]
     layers, edges, titles = keqing_layers(steps, lambda v: v.removeprefix("ex://").lower())
-    assert layers == [["t"], ["a"], ["Paris"]]
-    assert edges == [(0, "ex://T", "ex://A"), (1, "ex://A", "Paris")]  # B was reached but not kept
+    assert layers == [["t"], ["a", "b (not selected)"], ["Paris"]]  # B was reached but not kept: drawn, marked
+    assert edges == [(0, "t", "a"), (0, "t", "b (not selected)"), (1, "a", "Paris")]  # every edge joins drawn boxes
     assert titles == ["topic entity", "s1: directed_by", "s2: born_in"]
 
 

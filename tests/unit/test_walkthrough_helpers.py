@@ -44,11 +44,16 @@ def test_kbbinder_cost_counts_recorded_drafts_and_what_a_change_costs(tmp_path):
     system = load_prompt("kbbinder_draft").system
     mine = [{"role": "system", "content": system}, {"role": "user", "content": "Q"}]
     other = [{"role": "system", "content": system}, {"role": "user", "content": "another"}]
-    _write(tmp_path, "m.jsonl", [_entry(f"k{i}", "m", mine, seconds=60.0, temperature=0.7, sample_index=i) for i in range(3)]
-           + [_entry("o", "m", other, seconds=120.0, temperature=0.7)])
+    _write(tmp_path, "m.jsonl", [_entry(f"k{i}", "m", mine, seconds=60.0 if i == 0 else 30.0, temperature=0.7,
+                                        sample_index=i) for i in range(3)]
+           + [_entry("o", "m", other, seconds=180.0, temperature=0.7)])
     text = BL.kbbinder_cost(mine, 0.7, 4, "m", folder=tmp_path)
     assert text.startswith("This run: 4 LLM calls (one per draft); 3 are recorded and replayed, 1 run the model (≈ 1 min)")
-    assert "the recorded ones took 180 s (75 s per draft on average over the 4 recorded KB-BINDER drafts)" in text
+    # this question's time, the first draft apart (it reads the prompt), and what the estimates use: never one
+    # number read as both
+    assert ("this question's 3 draft(s) took 120 s: the first 60 s, which includes reading the prompt, the other 2 "
+            "together 60 s") in text
+    assert "use 75 s a draft: the mean over the 4 recorded KB-BINDER drafts, of 2 prompt(s) whose drafts took 120–180 s" in text
     assert "  SAMPLES = 4: 1 live call(s)" in text and "binding and execution only): 0 live call(s)" in text
     assert ", so the model is not loaded" in BL.kbbinder_cost(mine, 0.7, 3, "m", folder=tmp_path)
     assert "0 are recorded" in BL.kbbinder_cost(mine, 0.7, 1, "m", folder=tmp_path)  # one sample is greedy: not these

@@ -110,6 +110,7 @@ from .reranking import (  # noqa: F401
     _ASPECT_WORDS,
     parse_choice,
     rerank,
+    rerank_messages,
     trim,
 )
 from .settings import (  # noqa: F401

@@ -52,16 +52,11 @@ def parse_choice(text: str, n: int, k: int) -> tuple[list[int], str | None]:
     return valid[:k], None
 
 
-def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int,
-           profile: SchemaProfile | None = None) -> Reranked:
-    """The LLM picks and orders the k most useful candidates of one aspect. A list of k or fewer is
-    re-ranked too ("If the number of candidates are ten or less then just rerank the candidates",
-    appendix A.1.2), so each retriever makes the paper's 3 re-rank calls; with the setting
-    ``rerank_short_lists=false`` such a list keeps the retriever's order, no call (the behaviour
-    our earlier default). A single candidate is never sent. Paths are shown as SPARQL programs
-    (``show_path_values``: with the entities they reach; ``rerank_paths_as=sexpr``: as s-expressions,
-    the paper's form, which needs the target's ``profile``). A malformed answer falls back to the
-    retriever's order and is counted."""
+def rerank_messages(question: str, retrieved: Retrieved, ctx: Context, k: int,
+                    profile: SchemaProfile | None = None) -> list[dict[str, str]] | None:
+    """The messages of one re-ranking call (:func:`rerank`): the question, the retriever's K candidates of one
+    aspect numbered, and how many to pick; None when no call is made (a single candidate, or a list of k or
+    fewer with ``rerank_short_lists=false``)."""
     from .settings import FuSICSettings
 
     s = FuSICSettings.of(ctx)
@@ -70,13 +65,28 @@ def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int,
                          "rerank(..., profile=task.target.profile)")
     items = [c for c, _ in retrieved.items]
     if len(items) <= 1 or (len(items) <= k and not s.rerank_short_lists):
-        return Reranked(retrieved.retriever, retrieved.aspect, items, list(range(1, len(items) + 1)))
+        return None
     as_sexpr = profile if s.rerank_paths_as == "sexpr" else None
     listing = "\n".join(f"{i}. {c.display(s.show_path_values, as_sexpr)}" if c.aspect == "path"
                         else f"{i}. {c.query} ({c.text})" for i, c in enumerate(items, 1))
+    return load_prompt("fusic_rerank").messages(question=question, what=_ASPECT_WORDS[retrieved.aspect],
+                                                candidates=listing, k=str(min(k, len(items))))
+
+
+def rerank(question: str, retrieved: Retrieved, ctx: Context, k: int,
+           profile: SchemaProfile | None = None) -> Reranked:
+    """The LLM picks and orders the k most useful candidates of one aspect. A list of k or fewer is
+    re-ranked too ("If the number of candidates are ten or less then just rerank the candidates",
+    appendix A.1.2), so each retriever makes the paper's 3 re-rank calls; with the setting
+    ``rerank_short_lists=false`` such a list keeps the retriever's order, no call. A single candidate is never sent. Paths are shown as SPARQL programs
+    (``show_path_values``: with the entities they reach; ``rerank_paths_as=sexpr``: as s-expressions,
+    the paper's form, which needs the target's ``profile``). A malformed answer falls back to the
+    retriever's order and is counted. The prompt: :func:`rerank_messages`."""
+    items = [c for c, _ in retrieved.items]
+    messages = rerank_messages(question, retrieved, ctx, k, profile)
+    if messages is None:
+        return Reranked(retrieved.retriever, retrieved.aspect, items, list(range(1, len(items) + 1)))
     want = min(k, len(items))
-    messages = load_prompt("fusic_rerank").messages(question=question, what=_ASPECT_WORDS[retrieved.aspect],
-                                                     candidates=listing, k=str(want))
     r = ctx.llm.chat(messages, max_tokens=max(40, 5 * want), temperature=0.0, seed=ctx.seed)
     picked, err = parse_choice(r.text, len(items), k)
     chosen = [items[i - 1] for i in picked]
