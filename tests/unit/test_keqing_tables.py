@@ -257,17 +257,26 @@ def test_lora_outcomes_accuracy_and_summary():
     M.gold_chain = lambda q: tuple(gold[q.qid].split(" / "))
     try:
         acc = L.accuracy(runs)
-        assert list(acc.index) == list(L.DECOMPOSERS) and acc.loc["LoRA, 0.5B", "all"] == pytest.approx(1 / 3)
+        assert list(acc.index) == list(L.DECOMPOSERS)
+        assert list(acc.columns) == ["1-hop (n=1)", "2-hop (n=1)", "3-hop (n=1)", "all (n=3)", "unparseable outputs"]
+        assert acc.loc["LoRA, 0.5B", "all (n=3)"] == "33.3 [6.1, 79.2]"  # points, 95% Wilson interval
+        assert acc.loc["ICL, 1.5B", "1-hop (n=1)"] == "100.0 [20.7, 100.0]" and acc.loc["LoRA, 0.5B", "unparseable outputs"] == 0
         table = L.outcome_table(runs, qs)
+        assert list(table.index.names) == ["decomposer", "questions"]
         assert table.loc[("LoRA, 0.5B", "multi-hop"), "a hop reversed"] == 1
         assert table.loc[("zero-shot, 0.5B", "multi-hop"), "too few hops"] == 2
         training = SimpleNamespace(examples=28, steps=16, seconds=550.0)
         text = L.summary(runs, qs, training, 4)
     finally:
         M.gold_chain = orig
-    assert "gets 1 of 1 one-hop and 0 of 2 multi-hop" in text and "32,927 examples" in text
-    assert "no better than none at all here, the other way from the paper" in text
+    assert "gets 1 of 1 one-hop and 0 of 2 multi-hop" in text
+    assert "the adapters show no gain here" in text and "other way" not in text
+    assert "0 of 2 tuned (95% Wilson interval 0–66%) against 2 of 2 in context (34–100%) overlap, so" in text
+    assert "32,927 MetaQA examples" in text and "(sec. 3.1)" in text
     assert "a hop reversed 1, too few hops 1" in text and "the untuned 0.5B gets 2 of 2" in text
+    apart = L._apart(0, 6, 6)  # the notebook's counts: the intervals no longer overlap
+    assert apart == ("0 of 6 tuned (95% Wilson interval 0–39%) against 6 of 6 in context (61–100%) are apart, so the "
+                     "in-context 0.5B is ahead on these questions only")
 
 
 def test_the_mini_world_sweep_reads_the_traces():
@@ -368,7 +377,7 @@ def test_the_lora_headline_counts_the_multi_hop_decompositions_right():
     matplotlib.use("Agg")
     ax = L.figure_multihop(runs).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == list(right)
-    assert [round(p.get_width(), 2) for p in ax.patches] == [1.0, 1.0, 0.0, 0.5]  # the headline's shares, not all hops
+    assert [round(p.get_width(), 1) for p in ax.patches] == [100.0, 100.0, 0.0, 50.0]  # the headline's, in points
     assert [t.get_text() for t in ax.texts] == ["2 of 2", "2 of 2", "0 of 2", "1 of 2"]
     assert "multi-hop" in ax.get_title() and "n=2" in ax.get_title() and "Wilson" in ax.get_xlabel()
 
