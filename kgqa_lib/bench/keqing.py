@@ -851,15 +851,15 @@ def parts_table(records: Records, full: Records, running: dict[str, str] | None 
             steps = [x for r in recs for x in r.get("reasoning") or []]
             if prefix == "keqing_dense":
                 what = supplement_stats(recs)
-                what += f"; {supplement_calls(recs)} one-candidate sub-questions made a selection call with it" \
+                what += f"; one-candidate sub-questions that made a selection call with it: {supplement_calls(recs)}" \
                     if what != "no sub-question got a supplement" else ""
             elif prefix == "keqing_text":
                 what = (f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} selection calls/q; selections "
                         f"{_failures(recs)} (the default: {_failures(base)})")
             else:
                 what = (f"{sum(int(x.get('calls') or 0) for x in steps) / len(recs):.2f} reasoning calls/q; "
-                        f"{sum(1 for x in steps if x.get('over_bound'))} sub-questions with a seed over the bound; "
-                        f"{sum(int(x.get('unmatched') or 0) for x in steps)} names matching no fact, dropped")
+                        f"sub-questions with a seed over the bound: {sum(1 for x in steps if x.get('over_bound'))}; "
+                        f"names matching no fact, dropped: {sum(int(x.get('unmatched') or 0) for x in steps)}")
             hits = f"{np.mean([r['metrics']['hits@1'] for r in base]):.3f}" if base else "—"
             body.append([h, label, len(mine), hits,
                          f"{np.mean([r['metrics']['hits@1'] for r in mine]) if mine else float('nan'):.3f}",

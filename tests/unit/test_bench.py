@@ -422,7 +422,7 @@ def test_keqing_parts_cells_and_their_rows_beside_the_default():
     assert d.startswith("| 1 | dense supplement, 10 triples (sec. 3.2) | 2 | 0.500 | 1.000 | +50.0 [")
     assert "6.0 supplement candidates in 2 sub-questions; 1 of their 3 answers from it; 1 of 2 questions answered with one" in d
     r = rows[("2", "as released by its authors (1-hop facts, no response)")]
-    assert "| 1 | 0.000 | 1.000 |" in r and "4.00 reasoning calls/q; 1 sub-questions with a seed over the bound" in r
+    assert "| 1 | 0.000 | 1.000 |" in r and "4.00 reasoning calls/q; sub-questions with a seed over the bound: 1" in r
     assert bench_keqing.supplement_stats(base) == "no sub-question got a supplement"
     # the released code's row: a seed to check, no template chain
     dec = {"diagnostics": {"decomposition": {"predicted_chain": [], "gold_chain": ["r"], "chain_correct": False,

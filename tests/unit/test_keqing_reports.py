@@ -143,7 +143,7 @@ def test_what_the_supplement_and_the_released_code_changed_counts():
     released = [_rec("a", 1.0, [{"mode": "released", "calls": 2, "unmatched": 3}])]
     t = K.parts_table(lambda name: released if name == "keqing_released_1hop" else [],
                       lambda name: [_rec("a", 0.0)] if name == "keqing_full_1hop" else [])
-    assert "2.00 reasoning calls/q; 0 sub-questions with a seed over the bound; 3 names matching no fact, dropped" \
+    assert "2.00 reasoning calls/q; sub-questions with a seed over the bound: 0; names matching no fact, dropped: 3" \
         in t.rows[2][-1]
 
 
