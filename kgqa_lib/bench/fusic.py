@@ -1979,21 +1979,30 @@ def ablation_side(gain: tuple[float, float, float, int] | None) -> str | None:
     return "unclear, above 0" if shown > 0 else "unclear, below 0" if shown < 0 else "unclear, 0"
 
 
-def _reversals(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...]) -> str:
-    """Table 3 in words against the paper (:func:`paper_table3_reading`): every pair × ablation with a paired
-    difference in exactly one list of :data:`SIDES` (:func:`ablation_side`), each with its difference and 95% CI."""
+def _sides(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...], ablations: tuple[str, ...]
+           ) -> tuple[list[str], bool]:
+    """Every pair × ablation of ``ablations`` with a paired difference in exactly one list of :data:`SIDES`
+    (:func:`ablation_side`), each with its difference and 95% CI: the lists' sentences (the first one starting
+    lower case) and whether any removal gains (a 95% CI above 0)."""
     lists = {side: [] for side in SIDES}
-    for a in ABLATIONS:
+    for a in ablations:
         for side in SIDES:
-            on = [(p, gains[(p, a)]) for p in pairs if ablation_side(gains[(p, a)]) == side]
+            on = [(p, gains[(p, a)]) for p in pairs if ablation_side(gains.get((p, a))) == side]
             if on:
                 lists[side].append(f"{CONFIGS[a][2]} on " + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in on))
     said = [f"{SIDES[side]}: {'; '.join(items)}." for side, items in lists.items() if items]
+    said[1:] = [f"{x[0].upper()}{x[1:]}" for x in said[1:]]
+    return said, bool(lists["gains"])
+
+
+def _reversals(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...]) -> str:
+    """Table 3 in words against the paper (:func:`paper_table3_reading`): every pair × ablation with a paired
+    difference in exactly one list of :data:`SIDES` (:func:`_sides`), each with its difference and 95% CI."""
+    said, any_gain = _sides(gains, pairs, ABLATIONS)
     if not said:
         return paper_table3_reading() + " Ours against it: not run yet (no ablation paired with its full cell)."
-    said[1:] = [f"{x[0].upper()}{x[1:]}" for x in said[1:]]
     return (paper_table3_reading() + " Ours, by each paired 95% CI: " + " ".join(said)
-            + ("" if lists["gains"] else " Removing a component gains on no pair (no 95% CI above 0)."))
+            + ("" if any_gain else " Removing a component gains on no pair (no 95% CI above 0)."))
 
 
 def unfinished(records: Records, configs: tuple[str, ...], pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str | None:
@@ -2009,8 +2018,9 @@ def unfinished(records: Records, configs: tuple[str, ...], pairs: tuple[str, ...
 
 def _zero_shot_and_exemplars(records: Records, pairs: tuple[str, ...]) -> list[str]:
     """Notebook 22's summary on Table 3's zero-shot half and the number of exemplars in the prompt (sec.
-    4.2.2): their paired differences beside the paper's once every cell of each is complete, else
-    :func:`unfinished`'s words and no number."""
+    4.2.2): their paired differences beside the paper's once every cell of each is complete (the zero-shot ones
+    also sorted by their 95% CI, :func:`_sides`, as the few-shot half), else :func:`unfinished`'s words and no
+    number."""
     zs = "Table 3's zero-shot half (FuSIC(T) zero-shot with one component removed, paired, points, MetaQA 1/2/3-hop " \
          "and GrailQA-Tech): "
     state = unfinished(records, ZS_ABLATIONS, pairs) or unfinished(records, ("zs_dense",), pairs)
@@ -2020,6 +2030,9 @@ def _zero_shot_and_exemplars(records: Records, pairs: tuple[str, ...]) -> list[s
         gains = {(g["pair"], g["ablation"]): g["gain"] for g in ablation_gains(records, "zero-shot")}
         zs += "; ".join(f"{CONFIGS[a][2]} {_pts([100 * gains[(p, a)][0] if gains[(p, a)] else None for p in pairs], True)}"
                         f" (the paper: {float(PAPER[a][1]) - PAPER_FULL_T3_ZS:+.1f})" for a in ZS_ABLATIONS) + "."
+        said, any_gain = _sides(gains, pairs, ZS_ABLATIONS)
+        zs += (" Zero-shot, by each paired 95% CI: " + " ".join(said)
+               + ("" if any_gain else " Removing a component gains on no pair (no 95% CI above 0)."))
     ex = "Fewer exemplars in the prompt (sec. 4.2.2; n − 5 exemplars, paired, points, the same pairs): "
     fewer = tuple(c for n, c in EXEMPLARS.items() if n != 5)
     state = unfinished(records, fewer, pairs) or unfinished(records, (EXEMPLARS[5],), pairs)
