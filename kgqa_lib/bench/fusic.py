@@ -1860,7 +1860,8 @@ def summary_transfer(records: Records) -> str:
     paper's Table 2; what retrieval adds over the naive baseline and KB-BINDER; few- against zero-shot FuSIC(T)
     on MetaQA (the table's effects, :func:`effect_cells`) and a second retriever against one, each said as the
     paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop beyond the candidate paths
-    (:func:`beyond_candidates_sentence`). "—" or "not run yet" where a cell has no records."""
+    (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM (:func:`gfllm_sentence`). "—" or "not run yet"
+    where a cell has no records."""
     four = (*METAQA, "gtech")
     f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
     naive = _by_ci({p: _paired(records, p, "fs_dense", "fs_naive") for p in four})
@@ -1885,10 +1886,34 @@ def summary_transfer(records: Records) -> str:
              f"{'above' if float(tp_few) > float(t_few_again) else 'not above'} its (T) {t_few_again}), paired against "
              f"FuSIC(T) few-shot: above it on {_on(both['above'])}, below on {_on(both['below'])} (95% CIs excluding 0)"
              + (f", unclear on {_on(both['includes'])}" if both["includes"] else "") + "."]
+    parts.append(gfllm_sentence(records))
     three = cell_records(records, cell_name("metaqa3", "fs_dense"))
     if three and not three.partial:
         parts.append(beyond_candidates_sentence(records))
     return " ".join(parts)
+
+
+def gfllm_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str:
+    """Notebook 21's sentence on gf-LLM (:data:`GFLLM`): per setting, FuSIC(T) minus gf-LLM paired over the same
+    questions on each pair, said as its 95% CI says it (as in the paper: FuSIC(T) above gf-LLM), beside the
+    paper's Table 2 difference — once every cell of the setting is complete, else :func:`unfinished`'s words and
+    no number."""
+    said = []
+    for setting, (config, full) in GFLLM.items():
+        paper = float(PAPER[full][1]) - float(PAPER[config][1])
+        head = f"{setting} (the paper: {paper:+.1f})"
+        state = unfinished(records, (config,), pairs) or unfinished(records, (full,), pairs)
+        if state:
+            said.append(f"{head} {state}")
+            continue
+        gains = {p: _paired(records, p, full, config) for p in pairs}
+        by = _by_ci(gains)
+        said.append(f"{head} " + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in gains.items() if g)
+                    + f": FuSIC(T) above gf-LLM, as in the paper, on {_on(by['above'])}, below it on "
+                      f"{_on(by['below'])}" + (f", unclear (95% CI including 0) on {_on(by['includes'])}"
+                                                 if by["includes"] else ""))
+    return ("FuSIC(T) minus gf-LLM (the same dense retriever's own top k, s-expressions, one LLM call; paired answer "
+            "F1, points): " + "; ".join(said) + ".")
 
 
 def beyond_candidates(recs: list[dict[str, Any]], max_hops: int = 2) -> dict[str, int]:

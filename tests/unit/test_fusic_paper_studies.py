@@ -151,3 +151,20 @@ def _tables_shown(name: str) -> set[str]:
 def test_the_notebooks_show_the_library_tables(notebook, names):
     shown = _tables_shown(notebook)
     assert names <= shown and shown <= set(B.result_tables(lambda c: []))
+
+
+def test_the_gfllm_sentence_says_still_running_until_complete_then_sorts_pairs_by_their_ci():
+    base = {f"{p}.{c}": _complete(f"{p}.{c}") for p in FOUR for c in ("fs_dense", "zs_dense")}
+    text = B.gfllm_sentence(lambda c: base.get(c, []))
+    assert "few-shot (the paper: +9.6) not run yet; zero-shot (the paper: +25.6) not run yet." in text
+    part = {**base, "metaqa1.fs_gfllm": _complete("metaqa1.fs_gfllm", lambda i: 0.0)}
+    text = B.gfllm_sentence(lambda c: part.get(c, []))
+    assert "few-shot (the paper: +9.6) still running (1 of 4 cells complete)" in text and "+100.0" not in text
+    done = {**base, **{f"{p}.fs_gfllm": _complete(f"{p}.fs_gfllm", lambda i: 0.0) for p in FOUR},
+            "gtech.fs_gfllm": _complete("gtech.fs_gfllm")}
+    text = B.gfllm_sentence(lambda c: done.get(c, []))
+    assert ("few-shot (the paper: +9.6) MetaQA 1-hop +100.0 [+100.0, +100.0], MetaQA 2-hop +100.0 "
+            "[+100.0, +100.0], MetaQA 3-hop +100.0 [+100.0, +100.0], GrailQA-Tech +0.0 [+0.0, +0.0]: ") in text
+    assert ("FuSIC(T) above gf-LLM, as in the paper, on MetaQA 1-hop, MetaQA 2-hop, MetaQA 3-hop, below it on no "
+            "pair, unclear (95% CI including 0) on GrailQA-Tech; zero-shot (the paper: +25.6) not run yet.") in text
+    assert text in B.summary_transfer(lambda c: done.get(c, []))
