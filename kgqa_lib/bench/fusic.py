@@ -1909,7 +1909,7 @@ def gfllm_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")
         gains = {p: _paired(records, p, full, config) for p in pairs}
         by = _by_ci(gains)
         said.append(f"{head} " + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in gains.items() if g)
-                    + f": FuSIC(T) above gf-LLM, as in the paper, on {_on(by['above'])}, below it on "
+                    + f": FuSIC(T) above gf-LLM, as in the paper, on {_on(by['above'])}, below it, the other way, on "
                       f"{_on(by['below'])}" + (f", unclear (95% CI including 0) on {_on(by['includes'])}"
                                                  if by["includes"] else ""))
     return ("FuSIC(T) minus gf-LLM (the same dense retriever's own top k, s-expressions, one LLM call; paired answer "
