@@ -46,6 +46,20 @@ def headline(metric: str, value: Any) -> None:
     display({HEADLINE_MIME: {"metric": metric, "value": str(value)}, "text/plain": f"{metric}: {value}"}, raw=True)
 
 
+def paragraphs(text: str, width: int = 110) -> str:
+    """``text`` as a notebook prints it: each of its lines a paragraph, filled to ``width`` characters, with a
+    blank line between paragraphs (:func:`say`)."""
+    from textwrap import fill
+
+    return "\n\n".join(fill(line, width) for line in text.splitlines() if line.strip())
+
+
+def say(text: str, width: int = 110) -> None:
+    """Print a summary written as one paragraph per line (:func:`paragraphs`): a few short paragraphs instead of
+    one long line."""
+    print(paragraphs(text, width))
+
+
 def headlines(nb: dict[str, Any]) -> list[dict[str, str]]:
     """The headline metrics a notebook's outputs hold, in cell order (:func:`headline`)."""
     return [out["data"][HEADLINE_MIME] for cell in nb.get("cells", []) if cell.get("cell_type") == "code"

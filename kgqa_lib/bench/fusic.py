@@ -1861,7 +1861,7 @@ def summary_transfer(records: Records) -> str:
     on MetaQA (the table's effects, :func:`effect_cells`) and a second retriever against one, each said as the
     paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop beyond the candidate paths
     (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM (:func:`gfllm_sentence`). "—" or "not run yet"
-    where a cell has no records."""
+    where a cell has no records. One paragraph per line (printed by :func:`kgqa_lib.notebooks.say`)."""
     four = (*METAQA, "gtech")
     f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
     naive = _by_ci({p: _paired(records, p, "fs_dense", "fs_naive") for p in four})
@@ -1890,7 +1890,7 @@ def summary_transfer(records: Records) -> str:
     three = cell_records(records, cell_name("metaqa3", "fs_dense"))
     if three and not three.partial:
         parts.append(beyond_candidates_sentence(records))
-    return " ".join(parts)
+    return "\n".join(parts)
 
 
 def gfllm_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str:
@@ -2075,7 +2075,8 @@ def summary_ablations(records: Records) -> str:
     """Notebook 22's summary, from the records: Table 3's paired differences per ablation beside the
     paper's, where ours goes the other way, the zero-shot ablations and the number of exemplars (or that
     they are still running), what the feedback rounds do (and how many repeat their query), and Table 7's
-    error rate before and after the LLM's re-ranking."""
+    error rate before and after the LLM's re-ranking. One paragraph per line (printed by
+    :func:`kgqa_lib.notebooks.say`)."""
     pairs = (*METAQA, "gtech")
     gains = {(g["pair"], g["ablation"]): g["gain"] for g in ablation_gains(records)}
     parts = ["Removing one component of FuSIC(T) few-shot changes F1 by (paired, points, MetaQA 1/2/3-hop and "
@@ -2102,7 +2103,7 @@ def summary_ablations(records: Records) -> str:
                      "LLM's): " + ", ".join(f"{SHORT[cell_of(r[0]).split('.')[0]]} {r[5]} → {r[6]}" for r in t7)
                      + f"; the paper: TIARA {PAPER_T7['few-shot']['TIARA']} → FuSIC(T) "
                        f"{PAPER_T7['few-shot']['FuSIC-KBQA(T)']}.")
-    return " ".join(parts)
+    return "\n".join(parts)
 
 
 def feedback_rescues(records: Records, pairs: tuple[str, ...] = MINIWORLD,

@@ -136,7 +136,7 @@ def test_the_ablations_summary_says_still_running_instead_of_a_number_from_a_par
     # sorted by each paired 95% CI, as the few-shot half
     assert ("Zero-shot, by each paired 95% CI: as in the paper, removing the component costs points (95% CI below 0): "
             f"{B.CONFIGS['zs_dense_sexpr'][2]} on MetaQA 1-hop -100.0 [-100.0, -100.0]") in text
-    assert "Removing a component gains on no pair (no 95% CI above 0). Fewer exemplars in the prompt (" in text
+    assert "Removing a component gains on no pair (no 95% CI above 0).\nFewer exemplars in the prompt (" in text
     assert "0: +0.0/+0.0/+0.0/+0.0 (the paper, FuSIC-KBQA(T,P): -1.0)" in text and "still running" not in text
 
 

@@ -28,3 +28,16 @@ def test_the_reproduce_summary_shows_each_notebooks_headline():
     lines = table.splitlines()
     assert lines[0].endswith("| headline |") and lines[2].endswith("| Hits@1: 97.0 |") and lines[3].endswith("| — |")
     assert all(line.count("|") == lines[0].count("|") for line in lines)
+
+
+def test_say_prints_each_line_as_its_own_filled_paragraph(capsys):
+    from kgqa_lib.notebooks import paragraphs, say
+
+    first = " ".join(["word"] * 60)  # 299 characters: three lines at width 110
+    text = paragraphs(first + "\n\nSecond paragraph.\n", 110)
+    blocks = text.split("\n\n")
+    assert len(blocks) == 2 and blocks[1] == "Second paragraph."
+    assert max(map(len, blocks[0].splitlines())) <= 110 and len(blocks[0].splitlines()) == 3
+    assert blocks[0].replace("\n", " ") == first
+    say("one\ntwo")
+    assert capsys.readouterr().out == "one\n\ntwo\n"
