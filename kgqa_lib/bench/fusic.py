@@ -1858,15 +1858,15 @@ def _on(names: list[str]) -> str:
 def summary_transfer(records: Records) -> str:
     """Notebook 21's summary, from the records: FuSIC(T) few-shot on MetaQA and GrailQA-Tech beside the
     paper's Table 2; what retrieval adds over the naive baseline and KB-BINDER; few- against zero-shot FuSIC(T)
-    on MetaQA (the table's effects, :func:`effect_cells`) and a second retriever against one, each said as the
-    paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop beyond the candidate paths
+    on MetaQA and GrailQA-Tech (on MetaQA, the table's effects, :func:`effect_cells`) and a second retriever
+    against one, each said as the paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop beyond the candidate paths
     (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM (:func:`gfllm_sentence`). "—" or "not run yet"
     where a cell has no records. One paragraph per line (printed by :func:`kgqa_lib.notebooks.say`)."""
     four = (*METAQA, "gtech")
     f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
     naive = _by_ci({p: _paired(records, p, "fs_dense", "fs_naive") for p in four})
     both = _by_ci({p: _paired(records, p, "fs_both", "fs_dense") for p in four})
-    fz = {p: _paired(records, p, "fs_dense", "zs_dense") for p in METAQA}
+    fz = {p: _paired(records, p, "fs_dense", "zs_dense") for p in four}
     side = lambda g: ("as in the paper" if g[1] > 0 else "the other way from the paper" if g[2] < 0  # noqa: E731
                       else "unclear (95% CI including 0)")
     (t_few, t_zero), (tp_few, t_few_again) = ((PAPER["fs_dense"][1], PAPER["zs_dense"][1]),

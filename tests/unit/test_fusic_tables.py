@@ -169,13 +169,14 @@ def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way()
     f1s = (1.0, 0.0) * 10
     zero = [_rec(f"q{i}", 1.0) for i in range(20)]
     naive = [_rec(f"q{i}", 0.0) for i in range(20)]
-    records = _cells(f1s, **{"metaqa1.zs_dense": zero, "metaqa1.fs_naive": naive, "metaqa1.fs_both": zero,
-                             "gtech.fs_both": naive})
+    records = _cells(f1s, **{"metaqa1.zs_dense": zero, "gtech.zs_dense": zero, "metaqa1.fs_naive": naive,
+                             "metaqa1.fs_both": zero, "gtech.fs_both": naive})
     text = B.summary_transfer(records)
     assert "F1 50.0/—/—/50.0 on MetaQA dev (our reported part)" in text and "naive FS-ICL baseline) F1 is 0.0/—/—/—" in text
     assert "FuSIC(T) few-shot is above it on MetaQA 1-hop (paired 95% CIs above 0)" in text
     assert "Few-shot minus zero-shot FuSIC(T), paired (the paper, W→GI-T: 70.8 vs 68.4): MetaQA 1-hop -50.0 [" in text
     assert "the other way from the paper; MetaQA 2-hop not run yet" in text
+    assert "MetaQA 3-hop not run yet; GrailQA-Tech -50.0 [" in text  # few − zero-shot on GrailQA-Tech too
     assert "above it on MetaQA 1-hop, below on GrailQA-Tech (95% CIs excluding 0)" in text
     assert 4 <= len(text.splitlines()) <= 6 and "" not in text.splitlines()  # one paragraph per line
     metric, value = B.headline_transfer(records)
