@@ -48,10 +48,20 @@ def headline(metric: str, value: Any) -> None:
 
 def paragraphs(text: str, width: int = 110) -> str:
     """``text`` as a notebook prints it: each of its lines a paragraph, filled to ``width`` characters, with a
-    blank line between paragraphs (:func:`say`)."""
+    blank line between paragraphs — except a line starting ``- ``, an item of a list under the paragraph before
+    it, filled with its continuation lines indented (:func:`say`). Words are not broken at their hyphens
+    ("zero-shot", "GrailQA-Tech" stay whole)."""
     from textwrap import fill
 
-    return "\n\n".join(fill(line, width) for line in text.splitlines() if line.strip())
+    blocks: list[str] = []
+    for line in (x.strip() for x in text.splitlines()):
+        if not line:
+            continue
+        if line.startswith("- ") and blocks:
+            blocks[-1] += "\n" + fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
+        else:
+            blocks.append(fill(line, width, break_on_hyphens=False))
+    return "\n\n".join(blocks)
 
 
 def say(text: str, width: int = 110) -> None:

@@ -1897,23 +1897,23 @@ def gfllm_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")
     """Notebook 21's sentence on gf-LLM (:data:`GFLLM`): per setting, FuSIC(T) minus gf-LLM paired over the same
     questions on each pair, said as its 95% CI says it (as in the paper: FuSIC(T) above gf-LLM), beside the
     paper's Table 2 difference — once every cell of the setting is complete, else :func:`unfinished`'s words and
-    no number."""
+    no number. One list item (a ``- `` line) per setting."""
     said = []
     for setting, (config, full) in GFLLM.items():
         paper = float(PAPER[full][1]) - float(PAPER[config][1])
-        head = f"{setting} (the paper: {paper:+.1f})"
+        head = f"{setting[0].upper()}{setting[1:]} (the paper: {paper:+.1f}):"
         state = unfinished(records, (config,), pairs) or unfinished(records, (full,), pairs)
         if state:
-            said.append(f"{head} {state}")
+            said.append(f"{head} {state}.")
             continue
         gains = {p: _paired(records, p, full, config) for p in pairs}
         by = _by_ci(gains)
         said.append(f"{head} " + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in gains.items() if g)
                     + f": FuSIC(T) above gf-LLM, as in the paper, on {_on(by['above'])}, below it, the other way, on "
                       f"{_on(by['below'])}" + (f", unclear (95% CI including 0) on {_on(by['includes'])}"
-                                                 if by["includes"] else ""))
+                                                 if by["includes"] else "") + ".")
     return ("FuSIC(T) minus gf-LLM (the same dense retriever's own top k, s-expressions, one LLM call; paired answer "
-            "F1, points): " + "; ".join(said) + ".")
+            "F1, points):" + "".join(f"\n- {x}" for x in said))
 
 
 def beyond_candidates(recs: list[dict[str, Any]], max_hops: int = 2) -> dict[str, int]:
@@ -2007,17 +2007,23 @@ def ablation_side(gain: tuple[float, float, float, int] | None) -> str | None:
 def _sides(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...], ablations: tuple[str, ...]
            ) -> tuple[list[str], bool]:
     """Every pair × ablation of ``ablations`` with a paired difference in exactly one list of :data:`SIDES`
-    (:func:`ablation_side`), each with its difference and 95% CI: the lists' sentences (the first one starting
-    lower case) and whether any removal gains (a 95% CI above 0)."""
+    (:func:`ablation_side`), each with its difference and 95% CI: the lists' sentences (items of a list,
+    :func:`_listed`) and whether any removal gains (a 95% CI above 0)."""
     lists = {side: [] for side in SIDES}
     for a in ablations:
         for side in SIDES:
             on = [(p, gains[(p, a)]) for p in pairs if ablation_side(gains.get((p, a))) == side]
             if on:
                 lists[side].append(f"{CONFIGS[a][2]} on " + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in on))
-    said = [f"{SIDES[side]}: {'; '.join(items)}." for side, items in lists.items() if items]
-    said[1:] = [f"{x[0].upper()}{x[1:]}" for x in said[1:]]
+    said = [f"{SIDES[side][0].upper()}{SIDES[side][1:]}: {'; '.join(items)}." for side, items in lists.items() if items]
     return said, bool(lists["gains"])
+
+
+def _listed(head: str, said: list[str], any_gain: bool) -> str:
+    """``head`` followed by :func:`_sides`' sentences as a list, one ``- `` line each (the last one says so when no
+    removal gains), as :func:`kgqa_lib.notebooks.say` prints it."""
+    items = said + ([] if any_gain else ["Removing a component gains on no pair (no 95% CI above 0)."])
+    return head + "".join(f"\n- {x}" for x in items)
 
 
 def _reversals(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...]) -> str:
@@ -2026,8 +2032,7 @@ def _reversals(gains: dict[tuple[str, str], Any], pairs: tuple[str, ...]) -> str
     said, any_gain = _sides(gains, pairs, ABLATIONS)
     if not said:
         return paper_table3_reading() + " Ours against it: not run yet (no ablation paired with its full cell)."
-    return (paper_table3_reading() + " Ours, by each paired 95% CI: " + " ".join(said)
-            + ("" if any_gain else " Removing a component gains on no pair (no 95% CI above 0)."))
+    return _listed(paper_table3_reading() + " Ours, by each paired 95% CI:", said, any_gain)
 
 
 def unfinished(records: Records, configs: tuple[str, ...], pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str | None:
@@ -2056,8 +2061,7 @@ def _zero_shot_and_exemplars(records: Records, pairs: tuple[str, ...]) -> list[s
         zs += "; ".join(f"{CONFIGS[a][2]} {_pts([100 * gains[(p, a)][0] if gains[(p, a)] else None for p in pairs], True)}"
                         f" (the paper: {float(PAPER[a][1]) - PAPER_FULL_T3_ZS:+.1f})" for a in ZS_ABLATIONS) + "."
         said, any_gain = _sides(gains, pairs, ZS_ABLATIONS)
-        zs += (" Zero-shot, by each paired 95% CI: " + " ".join(said)
-               + ("" if any_gain else " Removing a component gains on no pair (no 95% CI above 0)."))
+        zs = _listed(zs + " Zero-shot, by each paired 95% CI:", said, any_gain)
     ex = "Fewer exemplars in the prompt (sec. 4.2.2; n − 5 exemplars, paired, points, the same pairs): "
     fewer = tuple(c for n, c in EXEMPLARS.items() if n != 5)
     state = unfinished(records, fewer, pairs) or unfinished(records, (EXEMPLARS[5],), pairs)

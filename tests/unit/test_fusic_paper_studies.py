@@ -134,9 +134,9 @@ def test_the_ablations_summary_says_still_running_instead_of_a_number_from_a_par
     text = B.summary_ablations(lambda c: done.get(c, []))
     assert "w/o re-ranking, zero-shot -100.0/-100.0/-100.0/-100.0 (the paper: -8.9)" in text
     # sorted by each paired 95% CI, as the few-shot half
-    assert ("Zero-shot, by each paired 95% CI: as in the paper, removing the component costs points (95% CI below 0): "
+    assert ("Zero-shot, by each paired 95% CI:\n- As in the paper, removing the component costs points (95% CI below 0): "
             f"{B.CONFIGS['zs_dense_sexpr'][2]} on MetaQA 1-hop -100.0 [-100.0, -100.0]") in text
-    assert "Removing a component gains on no pair (no 95% CI above 0).\nFewer exemplars in the prompt (" in text
+    assert "\n- Removing a component gains on no pair (no 95% CI above 0).\nFewer exemplars in the prompt (" in text
     assert "0: +0.0/+0.0/+0.0/+0.0 (the paper, FuSIC-KBQA(T,P): -1.0)" in text and "still running" not in text
 
 
@@ -156,15 +156,15 @@ def test_the_notebooks_show_the_library_tables(notebook, names):
 def test_the_gfllm_sentence_says_still_running_until_complete_then_sorts_pairs_by_their_ci():
     base = {f"{p}.{c}": _complete(f"{p}.{c}") for p in FOUR for c in ("fs_dense", "zs_dense")}
     text = B.gfllm_sentence(lambda c: base.get(c, []))
-    assert "few-shot (the paper: +9.6) not run yet; zero-shot (the paper: +25.6) not run yet." in text
+    assert "\n- Few-shot (the paper: +9.6): not run yet.\n- Zero-shot (the paper: +25.6): not run yet." in text
     part = {**base, "metaqa1.fs_gfllm": _complete("metaqa1.fs_gfllm", lambda i: 0.0)}
     text = B.gfllm_sentence(lambda c: part.get(c, []))
-    assert "few-shot (the paper: +9.6) still running (1 of 4 cells complete)" in text and "+100.0" not in text
+    assert "\n- Few-shot (the paper: +9.6): still running (1 of 4 cells complete)." in text and "+100.0" not in text
     done = {**base, **{f"{p}.fs_gfllm": _complete(f"{p}.fs_gfllm", lambda i: 0.0) for p in FOUR},
             "gtech.fs_gfllm": _complete("gtech.fs_gfllm")}
     text = B.gfllm_sentence(lambda c: done.get(c, []))
-    assert ("few-shot (the paper: +9.6) MetaQA 1-hop +100.0 [+100.0, +100.0], MetaQA 2-hop +100.0 "
+    assert ("\n- Few-shot (the paper: +9.6): MetaQA 1-hop +100.0 [+100.0, +100.0], MetaQA 2-hop +100.0 "
             "[+100.0, +100.0], MetaQA 3-hop +100.0 [+100.0, +100.0], GrailQA-Tech +0.0 [+0.0, +0.0]: ") in text
     assert ("FuSIC(T) above gf-LLM, as in the paper, on MetaQA 1-hop, MetaQA 2-hop, MetaQA 3-hop, below it, the "
-            "other way, on no pair, unclear (95% CI including 0) on GrailQA-Tech; zero-shot (the paper: +25.6) not run yet.") in text
+            "other way, on no pair, unclear (95% CI including 0) on GrailQA-Tech.\n- Zero-shot (the paper: +25.6): not run yet.") in text
     assert text in B.summary_transfer(lambda c: done.get(c, []))

@@ -178,7 +178,8 @@ def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way()
     assert "the other way from the paper; MetaQA 2-hop not run yet" in text
     assert "MetaQA 3-hop not run yet; GrailQA-Tech -50.0 [" in text  # few − zero-shot on GrailQA-Tech too
     assert "above it on MetaQA 1-hop, below on GrailQA-Tech (95% CIs excluding 0)" in text
-    assert 4 <= len(text.splitlines()) <= 6 and "" not in text.splitlines()  # one paragraph per line
+    paras = [x for x in text.splitlines() if not x.startswith("- ")]  # one paragraph per line, "- " its list items
+    assert 4 <= len(paras) <= 6 and "" not in text.splitlines()
     metric, value = B.headline_transfer(records)
     assert "few-shot answer F1" in metric and value == "50.0/—/—/50.0"
 
@@ -190,8 +191,8 @@ def test_summaries_print_the_records_numbers_and_where_ours_goes_the_other_way()
         return []
     text = B.summary_ablations(cell)
     assert "w/o EGF —/—/—/—" not in text and "w/o EGF -100.0/-100.0/-100.0/-100.0 (the paper: -4.2)" in text
-    assert "Removing a component gains on no pair (no 95% CI above 0)." in text
-    assert ("as in the paper, removing the component costs points (95% CI below 0): w/o EGF on MetaQA 1-hop -100.0 "
+    assert "\n- Removing a component gains on no pair (no 95% CI above 0)." in text
+    assert ("\n- As in the paper, removing the component costs points (95% CI below 0): w/o EGF on MetaQA 1-hop -100.0 "
             "[-100.0, -100.0], MetaQA 2-hop") in text
     assert "on MetaQA 1-hop F1 goes 60.0 → 100.0 from round 0 to 4" in text and "0 of 2 on 1-hop" in text
     assert "Table 7 (FuSIC(T) few-shot" in text and "MetaQA 1-hop 0.0 → 0.0" in text
@@ -212,7 +213,7 @@ def test_the_ablation_summary_names_the_components_whose_removal_does_not_cost()
             "the full model's 52.3; sec. 4.2.2") in text
     assert "In its column W→GI-T, the one ours are compared with, every ablation costs points, few- and zero-shot." in text
     assert "In the paper every ablation costs points" not in text
-    assert ("Ours, by each paired 95% CI: the other way from the paper, removing the component gains (95% CI above 0): "
+    assert ("Ours, by each paired 95% CI:\n- The other way from the paper, removing the component gains (95% CI above 0): "
             "w/o re-ranking on MetaQA 1-hop +50.0 [") in text
     assert "As in the paper, removing the component costs points (95% CI below 0): w/o EGF on MetaQA 2-hop -50.0 [" in text
     assert "Unclear (95% CI including 0), below 0 in the mean: w/o EGF on MetaQA 3-hop -5.0 [" in text

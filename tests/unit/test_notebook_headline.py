@@ -41,3 +41,8 @@ def test_say_prints_each_line_as_its_own_filled_paragraph(capsys):
     assert blocks[0].replace("\n", " ") == first
     say("one\ntwo")
     assert capsys.readouterr().out == "one\n\ntwo\n"
+    # a "- " line is an item of a list under the paragraph before it, its continuation lines indented
+    listed = paragraphs("Head:\n- " + first + "\n- last.\nNext.", 110).split("\n")
+    assert listed[0] == "Head:" and listed[1].startswith("- word") and listed[2].startswith("  word")
+    assert listed[-3:] == ["- last.", "", "Next."]
+    assert paragraphs("a " * 52 + "zero-shot", 110).splitlines()[-1] == "zero-shot"  # not broken at its hyphen
