@@ -1859,8 +1859,8 @@ def summary_transfer(records: Records) -> str:
     """Notebook 21's summary, from the records: FuSIC(T) few-shot on MetaQA and GrailQA-Tech beside the
     paper's Table 2; what retrieval adds over the naive baseline and KB-BINDER; few- against zero-shot FuSIC(T)
     on MetaQA and GrailQA-Tech (on MetaQA, the table's effects, :func:`effect_cells`) and a second retriever
-    against one, each said as the paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop beyond the candidate paths
-    (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM (:func:`gfllm_sentence`). "—" or "not run yet"
+    against one, each said as the paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop
+    beyond the candidate paths (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM (:func:`gfllm_sentence`). "—" or "not run yet"
     where a cell has no records. One paragraph per line (printed by :func:`kgqa_lib.notebooks.say`)."""
     four = (*METAQA, "gtech")
     f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
