@@ -1860,8 +1860,9 @@ def summary_transfer(records: Records) -> str:
     paper's Table 2; what retrieval adds over the naive baseline and KB-BINDER; few- against zero-shot FuSIC(T)
     on MetaQA and GrailQA-Tech (on MetaQA, the table's effects, :func:`effect_cells`) and a second retriever
     against one, each said as the paired 95% CI says it (as in the paper, the other way, unclear); MetaQA 3-hop
-    beyond the candidate paths (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM (:func:`gfllm_sentence`). "—" or "not run yet"
-    where a cell has no records. One paragraph per line (printed by :func:`kgqa_lib.notebooks.say`)."""
+    beyond the candidate paths (:func:`beyond_candidates_sentence`); FuSIC(T) against gf-LLM
+    (:func:`gfllm_sentence`). "—" or "not run yet" where a cell has no records. One paragraph per line (printed by
+    :func:`kgqa_lib.notebooks.say`)."""
     four = (*METAQA, "gtech")
     f1 = lambda c: _pts([_f1_of(records, p, c) for p in four])  # noqa: E731
     naive = _by_ci({p: _paired(records, p, "fs_dense", "fs_naive") for p in four})
