@@ -2063,17 +2063,35 @@ def _zero_shot_and_exemplars(records: Records, pairs: tuple[str, ...]) -> list[s
                         f" (the paper: {float(PAPER[a][1]) - PAPER_FULL_T3_ZS:+.1f})" for a in ZS_ABLATIONS) + "."
         said, any_gain = _sides(gains, pairs, ZS_ABLATIONS)
         zs = _listed(zs + " Zero-shot, by each paired 95% CI:", said, any_gain)
-    ex = "Fewer exemplars in the prompt (sec. 4.2.2; n − 5 exemplars, paired, points, the same pairs): "
+    return [zs, exemplars_sentence(records, pairs)]
+
+
+def exemplars_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str:
+    """Notebook 22's sentence on the number of exemplars in the prompt (sec. 4.2.2): once every cell of the study
+    is complete, one list item (a ``- `` line) per count n — n exemplars minus 5 paired over the same questions on
+    each pair, the pairs sorted by where the 95% CI lies, beside the paper's difference — and a last item setting
+    the paper's range against ours; else :func:`unfinished`'s words and no number."""
+    head = "Fewer exemplars in the prompt (sec. 4.2.2; n − 5 exemplars, paired, points, the same pairs): "
     fewer = tuple(c for n, c in EXEMPLARS.items() if n != 5)
     state = unfinished(records, fewer, pairs) or unfinished(records, (EXEMPLARS[5],), pairs)
     if state:
-        ex += state + "."
-    else:
-        ex += "; ".join(
-            f"{n}: {_pts([100 * g[0] if (g := _paired(records, p, c, EXEMPLARS[5])) else None for p in pairs], True)} "
-            f"(the paper, FuSIC-KBQA(T,P): {PAPER_SHOTS[n] - PAPER_SHOTS[5]:+.1f})"
-            for n, c in EXEMPLARS.items() if n != 5) + "."
-    return [zs, ex]
+        return head + state + "."
+    said, ours = [], []
+    for n, c in EXEMPLARS.items():
+        if n == 5:
+            continue
+        gains = {p: _paired(records, p, c, EXEMPLARS[5]) for p in pairs}
+        ours += [100 * g[0] for g in gains.values() if g]
+        by = _by_ci(gains)
+        said.append(f"{n} (the paper, FuSIC-KBQA(T,P): {PAPER_SHOTS[n] - PAPER_SHOTS[5]:+.1f}): "
+                    + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in gains.items() if g)
+                    + f": below 5 exemplars on {_on(by['below'])}, above on {_on(by['above'])}"
+                    + (f", unclear (95% CI including 0) on {_on(by['includes'])}" if by["includes"] else "") + ".")
+    paper = [PAPER_SHOTS[n] - PAPER_SHOTS[5] for n in EXEMPLARS if n != 5]
+    if ours:
+        said.append(f"The paper's differences lie between {min(paper):+.1f} and {max(paper):+.1f} points; ours between "
+                    f"{min(ours):+.1f} and {max(ours):+.1f}.")
+    return head.rstrip(": ") + ":" + "".join(f"\n- {x}" for x in said)
 
 
 def summary_ablations(records: Records) -> str:
