@@ -11,7 +11,7 @@ result: its value, CI and costs are empty and its status reads ``not run`` or ``
   marked as not held out: :func:`~kgqa_lib.evaluate.pgakv_analysis.choice_note`), Think-on-Graph;
   the full-set records of ``pgakv_t2``/``pgakv_test`` restricted to the test questions.
 - PG&AKV on the MetaQA KB (``pgakv_metaqa``): the same methods on MetaQA dev (our reported part) per hop, the
-  threshold chosen on a dev part no table reports (:func:`pgakv_metaqa_rows`).
+  threshold chosen on a held-out dev part (:func:`pgakv_metaqa_rows`).
 - Keqing on MetaQA dev (our reported part) per hop: decomposition only (``keqing_metaqa``), the four
   stages (``keqing_full``), KB-BINDER and ToG on the same questions (``baselines_metaqa``): KB-BINDER's Hits@1
   without a paper value and its exact set beside the paper's KB-BINDER value, which is exact-set accuracy
@@ -220,7 +220,7 @@ def tog_metaqa_note(records: Records | None = None) -> str:
 # ---------------------------------------------------------------- PG&AKV on the MetaQA KB
 def pgakv_metaqa_rows() -> list[dict[str, Any]]:
     """PG&AKV's methods on the MetaQA KB (``pgakv_metaqa``), MetaQA dev (our reported part) per hop, Hits@1:
-    IO, CoT, SC, QSM, PG&AKV at the paper's 0.7 and at the threshold chosen on a dev part no table reports
+    IO, CoT, SC, QSM, PG&AKV at the paper's 0.7 and at the threshold chosen on a held-out dev part
     (held out), and the pseudo-graph alone; beside the paper's GPT-3.5 values (Table 2: 1-hop for its
     SimpleQuestions column, 2/3-hop for QALD-10; Table 4's Pseudo-Graph row, QALD-10 only)."""
     from . import pgakv_metaqa as PM
@@ -230,7 +230,7 @@ def pgakv_metaqa_rows() -> list[dict[str, Any]]:
     runs = [*PM.KG_FREE, "qsm", "pgakv", *(["pgakv_chosen"] if f"pgakv_chosen_{PM.HOPS[0]}hop" in cells else []),
             "pgakv_pg"]
     labels = {**{m: pa.ROWS[m] for m in (*PM.KG_FREE, "qsm", "pgakv", "pgakv_pg")},
-              "pgakv_chosen": f"PG&AKV (threshold {PM.CHOSEN}, chosen on a dev part no table reports)"}
+              "pgakv_chosen": f"PG&AKV (threshold {PM.CHOSEN}, chosen on a held-out dev part)"}
     paper_rows = {"io": "IO", "cot": "CoT", "sc": "SC", "qsm": "QSM", "pgakv": "Ours", "pgakv_chosen": "Ours"}
     out = []
     for h in PM.HOPS:
@@ -363,7 +363,7 @@ def plot(ax, rows, title: str = "") -> None:
 def setting_names(methods) -> dict[str, str]:
     """One name per setting, for a figure's legend: PG&AKV's rows by their pruning setting — the paper's threshold,
     or a threshold chosen on dev, saying when on the mini-world that choice is not held out (the MetaQA KB's was
-    chosen on a dev part no table reports) — whichever question sets they come from; other rows as in the tables
+    chosen on a held-out dev part) — whichever question sets they come from; other rows as in the tables
     (:func:`display_method`)."""
     methods = list(dict.fromkeys(methods))
     out = {}

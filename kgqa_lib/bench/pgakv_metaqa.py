@@ -4,7 +4,7 @@
 Questions: MetaQA dev, our reported part — the same 100 per hop as KB-BINDER's and Think-on-Graph's
 cells of ``baselines_metaqa`` (``keqing:metaqa:Nhop --sample 100``), so ToG's row is read from that
 table's records, not run again. Settings are chosen on a dev part (``pgakv:metaqa:Nhop:dev``, 50 per
-hop, lines no table reports) among a candidate grid fixed before any run (:data:`GRID`), by a rule fixed
+hop, lines disjoint from the reported ones) among a candidate grid fixed before any run (:data:`GRID`), by a rule fixed
 with it (:func:`choose`); the chosen value is :data:`CHOSEN`, and a test checks it is what the rule gives
 on the saved dev records.
 
@@ -38,9 +38,9 @@ PAPER_TABLE2 = {"io": (20.2, 38.7), "cot": (22.0, 40.5), "sc": (21.2, 41.1), "qs
 PAPER_TABLE4_QALD = (40.5, 44.4, 48.6)  # CoT → Pseudo-Graph → Ours, QALD-10, GPT-3.5 (Table 4)
 KG_FREE = ("io", "cot", "sc")
 #: where the threshold is chosen: MetaQA dev lines apart from the reported ones (``pgakv:metaqa:Nhop:dev``)
-TUNING_PART = "a separate part of MetaQA dev that no table reports"
+TUNING_PART = "a held-out tuning part of MetaQA dev (disjoint from the reported questions)"
 _CHOSEN_ROW = ("PG&AKV (threshold " + (f"{CHOSEN}, " if CHOSEN is not None else "")
-               + "chosen on the separate part of MetaQA dev)")
+               + "chosen on the held-out part of MetaQA dev)")
 ROWS = {"io": "IO", "cot": "CoT", "sc": "SC (3 samples)", "qsm": "QSM (question → top-10 KG triples)",
         "pgakv": "PG&AKV (threshold 0.7, the paper's)", "pgakv_chosen": _CHOSEN_ROW,
         "pgakv_pg": "Pseudo-Graph only (Table 4: no KG)",
@@ -180,7 +180,7 @@ def dev_margin(records: Records) -> dict[str, Any] | None:
 
 def dev_margin_text(records: Records | None = None) -> str:
     """:func:`dev_margin` in a sentence (the report's, and notebook 11's); "" until the rule chooses."""
-    m = dev_margin(records or Records(TABLE))
+    m = dev_margin(records if records is not None else Records(TABLE))
     if m is None:
         return ""
     (a, b), g = m["right"], m["gain"]
@@ -392,6 +392,70 @@ def funnel_gf_note(rows: dict[str, dict[int, Run]]) -> str:
             + ".")
 
 
+def _verdict(rows: dict[str, dict[int, Run]], a: str, b: str, h: int) -> str:
+    """:func:`_holds`' first word: ``holds``, ``reversed``, ``unclear`` or ``not measured yet``."""
+    said = _holds(rows, a, b, h)
+    return NOT_MEASURED if said.startswith(NOT_MEASURED) else said.split(" ", 1)[0]
+
+
+def _hops(hs: list[int]) -> str:
+    return " and ".join(", ".join(f"{h}-hop" for h in hs).rsplit(", ", 1))
+
+
+def claims_in_words(records: Records | None = None) -> str:
+    """The claims table (:func:`claims_table`) in words, one list item (a ``- `` line) per claim: at which hops
+    it holds, is reversed, is unclear (paired 95% CI) — for :func:`kgqa_lib.notebooks.say`. ``records``: the
+    default model's saved ones unless given."""
+    rows = _rows(records if records is not None else Records(TABLE))
+    best = {h: _best_kg_free(rows, h) for h in HOPS}
+    named = (f"{SHORT[best[HOPS[0]]]} at every hop" if len(set(best.values())) == 1
+             else ", ".join(f"{SHORT[best[h]]} at {h}-hop" for h in HOPS))
+    claims = [(f"PG&AKV above the best KG-free baseline (Table 2; here {named})",
+               {h: _verdict(rows, "pgakv", best[h], h) for h in HOPS}),
+              ("PG&AKV above QSM (Table 2)", {h: _verdict(rows, "pgakv", "qsm", h) for h in HOPS}),
+              ("Pseudo-Graph above CoT (Table 4)", {h: _verdict(rows, "pgakv_pg", "cot", h) for h in HOPS}),
+              ("PG&AKV above Pseudo-Graph, i.e. the KG and verification add to the pseudo-graph (Table 4)",
+               {h: _verdict(rows, "pgakv", "pgakv_pg", h) for h in HOPS})]
+    words = {"holds": "holds", "reversed": "is reversed (the other way)", "unclear": "is unclear (95% CI across 0)",
+             NOT_MEASURED: "is not measured yet"}
+    items = []
+    for claim, said in claims:
+        parts = [f"{words[v]} at {_hops([h for h in HOPS if said[h] == v])}" for v in words
+                 if any(said[h] == v for h in HOPS)]
+        items.append(f"{claim}: " + "; ".join(parts) + ".")
+    return ("Which of the paper's claims hold on the MetaQA KB (PG&AKV at the paper's threshold "
+            f"{PAPER_THRESHOLD}, paired on the same questions):" + "".join(f"\n- {x}" for x in items))
+
+
+def funnel_in_words(records: Records | None = None) -> str:
+    """The funnel table (:func:`funnel_table`) in words: how many KG triples each question's semantic querying
+    searches, where a gold answer is kept and lost from the top-10 retrieval through pruning and verification,
+    per hop, and the non-LLM seconds per question ("" while no PG&AKV cell is complete)."""
+    t = funnel_table(_rows(records if records is not None else Records(TABLE)))
+    cols = t.columns
+    body = [dict(zip(cols, r)) for r in t.rows if r[2] != "—"]
+    if not body:
+        return ""
+    pct = lambda k: "/".join(f"{100 * float(r[k]):.0f}" for r in body)  # noqa: E731
+    hops = "/".join(str(r["hop"]) for r in body)
+    searched = sorted({r["triples searched"] for r in body})
+    return (f"Semantic querying over the whole KG ({' or '.join(searched)} triples searched per question): the top-10 "
+            f"retrieval per pseudo-triple puts a gold answer into G_t for {pct('in G_t')}% of the {hops}-hop questions "
+            f"(the model's own pseudo-graph G_p holds one for {pct('in G_p')}%); pruning keeps it in G_g for "
+            f"{pct('in G_g')}%, and after verification G_f holds one for {pct('in G_f')}%. G_t holds "
+            + "/".join(r["G_t"] for r in body) + " triples per question, G_g "
+            + "/".join(r["G_g"] for r in body) + ". Outside the model a question takes "
+            + "/".join(r["non-LLM s/q"] for r in body)
+            + " s (everything but the model calls: parsing the Cypher, embedding, the search, pruning).")
+
+
+def funnel_reading(records: Records | None = None) -> str:
+    """Notebook 11's reading of the funnel: :func:`funnel_in_words`, then :func:`funnel_gf_note`, one paragraph
+    per line (for :func:`kgqa_lib.notebooks.say`)."""
+    records = records if records is not None else Records(TABLE)
+    return "\n".join(x for x in (funnel_in_words(records), funnel_gf_note(_rows(records))) if x)
+
+
 def gains_table(rows: dict[str, dict[int, Run]]) -> ResultTable:
     body = [[f"{ROWS[a]} − {ROWS[b]}", *(_gain(rows, a, b, h) for h in HOPS)]
             for a, b in (("pgakv", "qsm"), ("pgakv", "cot"), ("pgakv", "io"), ("pgakv_pg", "cot"),
@@ -489,7 +553,7 @@ def report(records: Records) -> str:
     rows = _rows(records)
     rule = choose(dev_scores(records))
     margin = dev_margin_text(records)
-    gf = funnel_gf_note(rows)
+    gf, fw = funnel_gf_note(rows), funnel_in_words(records)
     lines = ["# PG&AKV on a real knowledge graph: the MetaQA KB", "",
              "MetaQA dev, our reported part: the same 100 questions per hop as KB-BINDER's and Think-on-Graph's "
              "cells (`baselines_metaqa`), answered over the MetaQA KB (WikiMovies, every triple searchable: "
@@ -502,18 +566,22 @@ def report(records: Records) -> str:
              f"## Threshold chosen on {TUNING_PART}", "",
              f"Grid fixed before any run: thresholds {', '.join(str(t) for t in GRID)} (top-k the paper's 10); rule: "
              f"the highest Hits@1 pooled over the hops, ties to the value nearest the paper's {PAPER_THRESHOLD}. "
-             f"{DEV} questions per hop from MetaQA dev lines no table reports (`pgakv:metaqa:Nhop:dev`).", "",
+             f"{DEV} questions per hop from MetaQA dev lines disjoint from the reported ones "
+             "(`pgakv:metaqa:Nhop:dev`).",
+             "",
              t["dev"].markdown(), "",
              (f"The rule gives {rule}." if rule is not None else
               "The rule gives nothing yet: not every dev cell is complete.")
              + ("" if CHOSEN is None else f" The reported runs use {CHOSEN}.") + (f" {margin}" if margin else ""),
              "", "## Results (MetaQA dev, our reported part)", "", t["results"].markdown(), "",
              "## Which of the paper's claims hold on the real KG", "", CLAIMS_NOTE, "", t["claims"].markdown(), "",
+             claims_in_words(records), "",
              f"Table 4's QALD-10 steps in the paper (CoT → Pseudo-Graph → Ours, GPT-3.5): "
              f"{' → '.join(str(x) for x in PAPER_TABLE4_QALD)}.", "",
              "## The mini-world beside the real KG", "", MINI_WORLD_NOTE, "", t["mini_world"].markdown(), "",
              "## Where the gold answer is lost (PG&AKV, threshold 0.7)", "", FUNNEL_NOTE, "",
-             t["funnel"].markdown(), "", *([gf, ""] if gf else []), "## Paired gains", "", t["gains"].markdown()]
+             t["funnel"].markdown(), "", *([gf, ""] if gf else []), *([fw, ""] if fw else []),
+             "## Paired gains", "", t["gains"].markdown()]
     return "\n".join(lines) + "\n"
 
 

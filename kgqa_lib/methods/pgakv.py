@@ -740,7 +740,7 @@ def qsm(q: Question, ctx: Context) -> MethodResult:
 # ---------------------------------------------------------------------------------------------
 def metaqa_dev_line(i: int) -> bool:
     """The MetaQA dev lines PG&AKV chooses its settings on: every tenth line — the lines the Keqing
-    benchmark keeps as its pool, which no table reports (the reported MetaQA questions of every table
+    benchmark keeps as its pool, disjoint from the reported questions (the reported MetaQA questions of every table
     are drawn from the other lines, ``keqing:metaqa:Nhop``)."""
     return i % 10 == 0
 

@@ -85,7 +85,7 @@ def test_pgakv_against_qsm_is_notebook_11s_paired_difference():
 # ---------------------------------------------------------------- names, headings and notes of the tables
 def test_one_short_name_per_setting_in_tables_and_the_figure():
     clean, tuned = f"{pa.ROWS['pgakv']}, {pa.CLEAN_ROW}", f"{pa.ROWS['pgakv_thr05']}, {pa.NOT_HELD_OUT}"
-    metaqa_07, metaqa_05 = pa.ROWS["pgakv"], "PG&AKV (threshold 0.5, chosen on a dev part no table reports)"
+    metaqa_07, metaqa_05 = pa.ROWS["pgakv"], "PG&AKV (threshold 0.5, chosen on a held-out dev part)"
     assert overview.display_method(clean) == "PG&AKV (threshold 0.7, the paper's)"
     assert overview.display_method(tuned) == f"PG&AKV (threshold 0.5, {pa.NOT_HELD_OUT_TAG})"
     assert overview.display_method(pa.ROWS["pgakv_pg"]) == overview.PSEUDO_GRAPH
@@ -109,7 +109,7 @@ def test_the_figure_has_one_legend_entry_per_setting_and_wrapped_set_names():
                          r("mini-world simple (test)", f"{pa.ROWS['pgakv_thr05']}, {pa.NOT_HELD_OUT}", 34.3),
                          r("MetaQA dev (our reported part), 1-hop", pa.ROWS["pgakv"], 34.3),
                          r("MetaQA dev (our reported part), 1-hop",
-                           "PG&AKV (threshold 0.5, chosen on a dev part no table reports)", 34.3)],
+                           "PG&AKV (threshold 0.5, chosen on a held-out dev part)", 34.3)],
                         columns=list(overview.COLUMNS))
     fig, ax = plt.subplots()
     overview.plot(ax, rows)

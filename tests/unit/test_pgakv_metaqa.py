@@ -170,6 +170,23 @@ def test_a_complete_cell_gives_its_verdicts_and_gains():
     assert t["funnel"].rows[0][1] == 100
 
 
+def test_the_claims_and_the_funnel_in_words_follow_their_tables():
+    words = PM.claims_in_words(_synthetic(PM.REPORTED))
+    items = words.split("\n- ")[1:]
+    assert len(items) == 4 and items[1] == "PG&AKV above QSM (Table 2): is reversed (the other way) at 1-hop; is not " \
+                                           "measured yet at 2-hop and 3-hop."
+    assert items[0].startswith("PG&AKV above the best KG-free baseline (Table 2; here IO at every hop): is reversed")
+    assert "is not measured yet at 1-hop, 2-hop and 3-hop." in items[2]
+    running = PM.claims_in_words(_synthetic(75))
+    assert "holds" not in running and "reversed" not in running and "unclear" not in running
+    assert PM.funnel_in_words(_synthetic(75)) == ""  # no PG&AKV cell complete: nothing to say
+    funnel = PM.funnel_in_words(_synthetic(PM.REPORTED))
+    # QSM's 71 hits do not matter here: PG&AKV's own records, gold in G_t always, in G_g never (no hit)
+    assert "(10 triples searched per question)" in funnel and "into G_t for 100% of the 1-hop questions" in funnel
+    assert "pruning keeps it in G_g for 0%" in funnel and "a question takes 1.0 s" in funnel
+    assert PM.funnel_reading(_synthetic(PM.REPORTED)) == funnel  # no gold in G_f without G_g here: no second note
+
+
 def test_the_summary_says_what_is_complete_and_what_is_running():
     from kgqa_lib.bench import pgakv as P
 
