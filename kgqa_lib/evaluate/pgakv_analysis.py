@@ -606,6 +606,23 @@ def retrieval_scores(records: list[dict[str, Any]]) -> dict[str, list[float]]:
     return out
 
 
+def score_separation(scores: dict[str, list[float]]) -> str:
+    """:func:`retrieval_scores` in words: each group's median cosine and size, and the probability that a
+    triple holding a gold answer scores above one that does not (ties count half; the area under the ROC
+    curve: 0.5 = no separation, 1 = a threshold separates them perfectly)."""
+    import numpy as np
+
+    gold, other = (np.asarray(scores.get(k) or [], dtype=float) for k in ("holds a gold answer", "no gold answer"))
+    if not len(gold) or not len(other):
+        return "Too few retrieved triples in one of the groups to compare them."
+    auc = float(np.mean([(np.sum(g > other) + 0.5 * np.sum(g == other)) / len(other) for g in gold]))
+    how = ("hardly separates them" if auc < 0.6 else "separates them only partly" if auc < 0.8
+           else "separates them well")
+    return (f"Median cosine: {np.median(gold):.2f} for the {len(gold)} triples holding a gold answer, "
+            f"{np.median(other):.2f} for the {len(other)} others. A triple holding a gold answer scores above one that "
+            f"does not with probability {auc:.2f} (0.5: no better than chance; 1: perfectly): the cosine {how}.")
+
+
 def demo_grid(paths: dict[tuple[str, str], Any], methods=None):
     """Run files keyed by ``(set, method)`` → ``(table, grid)``: the report rows (one per file, with the set's
     metric — Hits@1, or ROUGE-L for open questions — and its 95% CI) and the method × set grid of Table 2

@@ -186,6 +186,13 @@ def test_verifier_table_shares(tests_only):
     # half had an empty G_g; of the 2 shown, one came back unchanged (questions, with their percent)
     assert rows["simple"][2:] == (4, "2 (50 %)", "1 of 2 (50 %)")
     assert rows["multihop"][2] == P.NOT_RUN and rows["multihop"][3] == ""
+    assert P.verifier_reading(lambda part, run: simple if (part, run) == ("simple", "pgakv") else []) == ""
+    multihop = [dict(r, qid=r["qid"].replace("simple", "multihop")) for r in simple]
+    both = lambda part, run: {"simple": simple, "multihop": multihop}[part] if run == "pgakv" else []  # noqa: E731
+    text = P.verifier_reading(both)
+    assert text.startswith("What verification had to work with, on the test questions:\n- PG&AKV (threshold 0.7")
+    assert "G_g is empty for 50% and 50% of the simple and multihop test questions" in text
+    assert text.endswith("returns the sketch unchanged for 50% and 50%.")
 
 
 def test_open_changes_and_examples_pick_by_gain(tests_only):

@@ -172,6 +172,12 @@ def test_retrieval_scores_split_by_whether_the_triple_holds_a_gold_answer():
     rec = _pg_record("q", _hits("iGE", "Georgia", ["Georgian lari", "Tbilisi"], 0.6) + _hits("iAZ", "Azerbaijan", ["x"], 0.9))
     got = A.retrieval_scores([rec])
     assert got == {"holds a gold answer": [0.6], "no gold answer": [0.6, 0.9]}
+    # the gold triple ties one other (half) and is below the second: probability 0.25
+    said = A.score_separation(got)
+    assert "0.60 for the 1 triples holding a gold answer, 0.75 for the 2 others" in said
+    assert "with probability 0.25 (" in said and said.endswith("the cosine hardly separates them.")
+    assert "probability 1.00 (" in A.score_separation({"holds a gold answer": [0.9], "no gold answer": [0.1, 0.2]})
+    assert A.score_separation({"holds a gold answer": [], "no gold answer": [0.5]}).startswith("Too few")
 
 
 def test_the_demo_grid_is_methods_by_sets_with_the_sets_metric(tmp_path):
