@@ -344,7 +344,7 @@ def _decomposition(r: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _chain_right(d: dict[str, Any]) -> bool:
-    """The chain part of a decomposition check (the paper's decomposition accuracy): ``chain_correct`` of the
+    """The chain part of a decomposition check (our measure of the decomposition; the paper reports none): ``chain_correct`` of the
     runner's diagnostics, ``correct`` of the older trace stage (which checked the chain only)."""
     return bool(d.get("chain_correct", d.get("correct")))
 
@@ -441,7 +441,7 @@ FOUR_STAGES_LEGEND = (
     "a perfect decomposition would score. `decomposition only`: Hits@1 of the `keqing_metaqa` run on the same questions "
     "(no selection, no response: every entity the chains reach is an answer); `gain`: the four stages minus it, in "
     "points, with a paired bootstrap 95% CI. `decomposition acc. (chain)`: the top-1 templates' chains, concatenated, "
-    "are the gold chain (the paper's decomposition accuracy). `seed linked right`: the first sub-question's seed names "
+    "are the gold chain (our measure of the decomposition; the paper reports none). `seed linked right`: the first sub-question's seed names "
     "link to the topic entity; `(n=…)`: the records that carry this check (the others were saved without it).")
 SELECTION_LEGEND = (
     "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions whose "
@@ -895,23 +895,58 @@ def text_description() -> str:
             f"together. `what it changed`: {CHANGED['keqing_text']}")
 
 
+RELEASED_WHAT = ("the released code's `chat.py` after the same decomposition as the default: every 1-hop fact of each "
+                 "seed instead of templates and chains, one reasoning call per seed whose facts hold several relations, "
+                 "and no response (its chain column reads `—`: it matches no template)")
+
+
+def released_departures() -> list[str]:
+    """Where ``pipeline=released`` departs from the authors' ``chat.py``, one clause each."""
+    s = KeqingSettings()
+    return ["the local model decomposes and reasons (`chat.py`: a fine-tuned Llama-2 decomposes, ChatGPT reasons)",
+            "the reasoning prompt is our `keqing_select` (rules and a worked example, the facts one per line), where "
+            "`chat.py` sends its own `RAG_prompt` with the facts, joined by \", \", in the system message",
+            "names the model writes that match no fact are dropped (`chat.py` keeps them and fuzzy-matches them to "
+            "entities at the next hop)",
+            "`chat.py` is interactive — a human confirms or corrects every answer — and ours acts as if the human "
+            "always accepted",
+            "a dependent sub-question's seeds are the names the model wrote, linked (an `<ANSWER>-k` takes that "
+            "sub-question's answers; none usable: the answers it depends on, then the topic), where `chat.py` always "
+            "takes the answers of the sub-question it depends on",
+            "`chat.py` returns `list(set(...))`, in arbitrary order (its Hits@1 is then a matter of chance), where "
+            "ours keeps the model's order",
+            f"at most {s.released_seeds} seeds per sub-question and {s.released_facts} facts per call (`chat.py` has "
+            "no bound)"]
+
+
 def released_description() -> str:
     """``pipeline=released`` as implemented, and where it departs from the authors' ``chat.py``."""
-    s = KeqingSettings()
-    return ("the released code's `chat.py` after the same decomposition as the default: every 1-hop fact of each seed "
-            "instead of templates and chains, one reasoning call per seed whose facts hold several relations, and no "
-            "response (its chain column reads `—`: it matches no template). Where ours departs from `chat.py`: the "
-            "local model decomposes and reasons (`chat.py`: a fine-tuned Llama-2 decomposes, ChatGPT reasons); the reasoning "
-            "prompt is our `keqing_select` (rules and a worked example, the facts one per line), where `chat.py` sends "
-            "its own `RAG_prompt` with the facts, joined by \", \", in the system message; names the model writes that "
-            "match no fact are dropped (`chat.py` keeps them and fuzzy-matches them to entities at the next hop); "
-            "`chat.py` is interactive — a human confirms or corrects every answer — and ours acts as if the human "
-            "always accepted; a dependent sub-question's seeds are the names the model wrote, linked (an "
-            "`<ANSWER>-k` takes that sub-question's answers; none usable: the answers it depends on, then the topic), "
-            "where `chat.py` always takes the answers of the sub-question it depends on; `chat.py` returns "
-            "`list(set(...))`, in arbitrary order (its Hits@1 is then a matter of chance), where ours keeps the "
-            f"model's order; and at most {s.released_seeds} seeds per sub-question and {s.released_facts} facts per "
-            f"call (`chat.py` has no bound). `what it changed`: {CHANGED['keqing_released']}")
+    d = released_departures()
+    return (f"{RELEASED_WHAT}. Where ours departs from `chat.py`: " + "; ".join(d[:-1]) + f"; and {d[-1]}. "
+            f"`what it changed`: {CHANGED['keqing_released']}")
+
+
+def part_explained(label: str) -> str:
+    """Notebook 32's explanation of one part beyond the figures (``label``: :data:`DENSE_LABEL`,
+    :data:`TEXT_LABEL` or :data:`RELEASED_LABEL`), the report's words one paragraph per line (for
+    :func:`kgqa_lib.notebooks.say`); for candidates as text, one candidate fact in both formats."""
+    from ..methods.keqing import CandidateGroup, verbalise
+
+    if label == DENSE_LABEL:
+        return (f"As run here (`dense_supplement={DENSE_N}`): {dense_description()}.\n"
+                + dense_disclosure("keqing_full's comparison with the paper's Table 2",
+                                   "the table below measures what it changes") + ".")
+    if label == TEXT_LABEL:
+        g = CandidateGroup(("directed_by",), [("A Film", "directed_by", "A Director")], ["A Director"], ["A Director"])
+        return (f"As run here (`candidates=text`): {text_description()}.\n"
+                f"One candidate fact as the default shows it: {verbalise(g, 0, 'rules')} — and as text: "
+                f"{verbalise(g, 0, 'text')}")
+    if label == RELEASED_LABEL:
+        return ("The authors' released code is the GitHub repository NoviceStone/Keqing; this setting follows its "
+                f"`chat.py` (`pipeline=released`). As run here: {RELEASED_WHAT}.\nWhere ours departs from `chat.py`:"
+                + "".join(f"\n- {x[0].upper()}{x[1:]}." for x in released_departures())
+                + f"\n`what it changed`: {CHANGED['keqing_released']}.")
+    raise ValueError(f"no explanation for {label!r}: give one of {DENSE_LABEL!r}, {TEXT_LABEL!r}, {RELEASED_LABEL!r}")
 
 
 def _parts_lines(t: ResultTable) -> list[str]:
@@ -1081,6 +1116,30 @@ def ablation_points():
                                        "gain_low", "gain_high", "candidates / sub-q", "calls/q"])
 
 
+def fig5_reading(pts=None) -> str:
+    """What notebook 32's Fig. 5 shows, from the records: how often K = 1 (the default, keqing_full on the same
+    questions) already has the gold relation chain, per hop, and the spread of the K > 1 differences — the room
+    more templates have to help ("" until a K cell is complete)."""
+    from .overview import complete_records
+
+    pts = ablation_points() if pts is None else pts
+    ks = pts[pts["K"].notna() & (pts["K"] > 1)]
+    if ks.empty:
+        return ""
+    records, full = complete_records(TABLE_ABLATIONS), Records(TABLE_FULL)
+    right = {}
+    for h in sorted(ks["hops"].unique()):
+        _, base = _hop_runs(records, full, int(h))
+        checks = [d for r in base if (d := _decomposition(r)) is not None]
+        if checks:
+            right[int(h)] = (sum(_chain_right(d) for d in checks), len(checks))
+    said = ("With K = 1 the decomposition's relation chain is already the gold one for "
+            + _slash([f"{a} of {n}" for a, n in right.values()]) + f" questions on {_hops(right)}"
+            + " (the column `chain right`), so more templates mostly add other chains' candidates. " if right else "")
+    return (said + f"Every K > 1 lies within {ks['gain'].abs().max():.1f} points of K = 1, and together their paired "
+            f"95% CIs span {ks['gain_low'].min():+.1f} to {ks['gain_high'].max():+.1f} points.")
+
+
 def _slash(values: list[str]) -> str:
     return " / ".join(values)
 
@@ -1127,24 +1186,28 @@ def summary() -> str:
     recs = complete_records(G.TABLE)(G.LINKED)
     if not recs:
         out.append("Keqing on GrailQA dev has not run yet (`kgqa bench run keqing_grailqa`).")
-        return " ".join(out)
+        return "\n".join(out)
     g = lambda r: r.get("grailqa") or {}  # noqa: E731
     iid = [r for r in recs if g(r).get("level") == "i.i.d."]
     f1 = lambda rs: 100 * float(np.mean([r["metrics"]["f1"] for r in rs])) if rs else float("nan")  # noqa: E731
     paper = G.PAPER["Keqing-LLaMA (Ours)"]
-    out.append(f"On GrailQA dev ({len(recs)} questions over a fragment holding only the questions' gold facts, topics "
-               f"linked from the question text) it reaches F1 {f1(recs):.1f} against the paper's {paper['all'][1]:.1f}, "
-               f"and {f1(iid):.1f} on i.i.d. questions against {paper['i.i.d.'][1]:.1f}.")
+    grail = (f"On GrailQA dev ({len(recs)} questions over a fragment holding only the questions' gold facts, topics "
+             f"linked from the question text) it reaches F1 {f1(recs):.1f} against the paper's {paper['all'][1]:.1f}, "
+             f"and {f1(iid):.1f} on i.i.d. questions against {paper['i.i.d.'][1]:.1f}; "
+             f"{sum(1 for r in recs if not r.get('prediction'))} of the {len(recs)} questions get no answer at all.")
     chain = [r for r in recs if g(r).get("chain")]
     cov = [r for r in chain if g(r).get("covered")]
     if chain:
         iid_chain = [r for r in chain if g(r).get("level") == "i.i.d."]
         hits = lambda rs: 100 * float(np.mean([r["metrics"]["hits@1"] for r in rs])) if rs else float("nan")  # noqa: E731
-        out.append(f"The template bank decides it: chain questions whose every hop has a template score Hits@1 "
-                   f"{hits(cov):.1f}, the others {hits([r for r in chain if r not in cov]):.1f}, and "
-                   f"{sum(1 for r in iid_chain if g(r).get('covered'))} of the {len(iid_chain)} i.i.d. chain questions "
-                   "are covered.")
-    return " ".join(out)
+        grail += (f" The template bank decides it: chain questions whose every hop has a template score Hits@1 "
+                  f"{hits(cov):.1f}, the others {hits([r for r in chain if r not in cov]):.1f}, and "
+                  f"{sum(1 for r in iid_chain if g(r).get('covered'))} of the {len(iid_chain)} i.i.d. chain questions "
+                  "are covered. GrailQA's levels are relative to its training set, which the paper's templates come "
+                  "from and which is not here; our bank comes from a pool of dev questions, so \"i.i.d.\" questions "
+                  "are not i.i.d. to it.")
+    out.append(grail)
+    return "\n".join(out)
 
 
 def _hops(hs) -> str:
@@ -1167,8 +1230,8 @@ def selection_wording(gains: dict[int, tuple[float, float, float, int]], dec: Re
         h = by["reversed"][-1]
         causes = disagreement_counts({h: full[h]}, dec)[h]
         top, n = causes["causes"].most_common(1)[0] if causes["causes"] else ("—", 0)
-        parts.append(f"lower at {_hops(by['reversed'])} (paired 95% CI below 0; {n} of the {causes['lost']} {h}-hop "
-                     f"questions it loses: {top})")
+        parts.append(f"lower at {_hops(by['reversed'])} (paired 95% CI below 0; of the {causes['lost']} {h}-hop "
+                     f"questions it loses, {'all' if n == causes['lost'] else n}: {top})")
     if by.get("holds"):
         parts.append(f"higher at {_hops(by['holds'])} (paired 95% CI above 0)")
     if by.get("unclear"):
@@ -1225,9 +1288,10 @@ def parts_summary(records: Records, full: Records) -> str:
     parts = []
     for prefix, _, label in PARTS:
         gains = [format_gain(g) if g else "still running" for g in part_gains(prefix, records, full).values()]
-        parts.append(f"{label}: " + (_slash(gains) if any(g != "still running" for g in gains) else "still running"))
+        parts.append(f"{label}: " + (_slash(gains) if any(g != "still running" for g in gains) else "still running")
+                     + ".")
     return (f"Beyond the figures, against the default on the same questions ({'/'.join(map(str, HOPS))}-hop, paired "
-            f"Hits@1 points; the paper gives no number for these): {'; '.join(parts)}.")
+            "Hits@1 points; the paper gives no number for these):" + "".join(f"\n- {x}" for x in parts))
 
 
 def ablations_summary() -> str:
@@ -1268,13 +1332,40 @@ def ablations_summary() -> str:
             if runs.get(LAST_LABEL) and base}
     if last:
         out.append("Selecting only at the last sub-question (not in the paper) changes Hits@1 by "
-                   f"{_slash([format_gain(g) for g in last.values()])} points on {'/'.join(map(str, last))}-hop.")
+                   f"{_slash([format_gain(g) for g in last.values()])} points on {'/'.join(map(str, last))}-hop."
+                   + chain_against_last(records))
     out.append(parts_summary(records, full))
     missing = [c.name for c in TABLE_ABLATIONS.cells if not records(c.name)]
     if missing:
         out.append(f"{len(missing)} of the table's {len(TABLE_ABLATIONS.cells)} cells have not run yet "
                    f"(`kgqa bench run keqing_ablations`).")
-    return " ".join(out)
+    return "\n".join(out)
+
+
+def chain_against_last(records: Records | None = None) -> str:
+    """Fig. 6's chain against selection on the last sub-question only, paired per hop from 2 hops (" " and a
+    sentence, or "" while either cell of every such hop is incomplete): the chain runs from the topic entity as
+    one step, so it too selects once, at its end — when every paired 95% CI reaches 0, what the chain gains over
+    the default cannot be told from what skipping the earlier selections gains. ``records``: the complete
+    ablation cells unless given."""
+    if records is None:
+        from .overview import complete_records
+
+        records = complete_records(TABLE_ABLATIONS)
+    gains = {}
+    for h in HOPS[1:]:
+        runs = {label: records(f"keqing_{name}_{h}hop") for label, name in (("chain", "chain"), ("last", "last"))}
+        if runs["chain"] and runs["last"]:
+            gains[h] = paired_gain(runs["chain"], runs["last"], "hits@1")
+    gains = {h: g for h, g in gains.items() if g and g[3]}
+    if not gains:
+        return ""
+    level = all(g[1] <= 0 <= g[2] for g in gains.values())
+    return (" The logical chain directly also selects once, at its end (its chain runs from the topic entity as one "
+            f"step): chain minus last-only is {_slash([format_gain(g) for g in gains.values()])} on "
+            f"{'/'.join(map(str, gains))}-hop"
+            + (", level within every paired 95% CI — so the chain's gain over sub-questions cannot be told apart from "
+               "what skipping the earlier selections gains." if level else "."))
 
 
 # ---------------------------------------------------------------- for the notebooks: the parts, models, Table 2's samples

@@ -422,6 +422,25 @@ def supplement_answers(dense: list[dict[str, Any]], linked: list[dict[str, Any]]
             f"{supplement_calls(dense)} sub-questions whose chains reached one candidate made a selection call with it")
 
 
+def dense_reading(records: Records | None = None) -> str:
+    """Notebook 31's reading of the dense row (the report's words): why the supplement is flattered on this
+    fragment, where its right answers come from (once the dense cell is complete), and what the same supplement
+    does on MetaQA dev, a real KG's neighbourhoods (notebook 32's cells, once complete). One paragraph per line."""
+    from .keqing import HOPS, part_gains
+
+    cells = {c.name: c for c in TABLE.cells}
+    recs, running = _scored(records if records is not None else Records(TABLE), cells)
+    out = [f"{fragment_caveat()}."]
+    if recs.get(DENSE) and recs.get(LINKED) and DENSE not in running:
+        out.append(f"Answers from the supplement: {supplement_answers(recs[DENSE], recs[LINKED])}.")
+    metaqa = part_gains("keqing_dense")
+    if all(metaqa.values()):
+        out.append(f"On MetaQA dev (our reported part), where a seed's neighbourhood is a real KG's, the same supplement "
+                   f"({DENSE_N} triples) changes Hits@1 by {' / '.join(format_gain(g) for g in metaqa.values())} points on "
+                   f"{'/'.join(map(str, HOPS))}-hop against the default (paired; `32_keqing_ablations`).")
+    return "\n".join(out)
+
+
 def report(records: Records) -> str:
     from ..methods.keqing import GRAILQA_POOL_FRACTION, GRAILQA_SPLIT_SEED
     from .core import FRAGMENT

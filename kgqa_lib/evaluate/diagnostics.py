@@ -32,7 +32,7 @@ def keqing_decomposition(q, trace: Sequence[dict[str, Any]], kg=None) -> dict[st
     """Was the question decomposed correctly? Two parts, both needed:
 
     * the chain: the top-1 template chain of each sub-question, concatenated, equals the gold
-      relation path (the paper's decomposition accuracy);
+      relation path (our measure of the decomposition; the paper reports none);
     * the seed: the entities the first sub-question's seed names link to (exact label first, fuzzy
       only if nothing matches — as the method links them) are the question's topic entities. A
       truncated title fuzzy-linked to another film is a wrong seed even when the chain is right.
@@ -81,7 +81,7 @@ def diagnose(method: str, q, trace: Sequence[dict[str, Any]], kg=None) -> dict[s
 
 def decomposition_of(record: dict[str, Any]) -> dict[str, Any] | None:
     """A Keqing record's decomposition check as ``{"predicted_chain", "gold_chain", "correct"}``,
-    ``correct`` being the paper's decomposition accuracy (the template chain equals the gold
+    ``correct`` being our measure of the decomposition (the template chain equals the gold
     relation path): from the record's diagnostics, or — records written before the check left the
     method — from its ``decomposition_check`` trace stage. None when the record has neither."""
     d = (record.get("diagnostics") or {}).get("decomposition")

@@ -282,3 +282,11 @@ def test_report_shows_the_dense_supplement_beside_the_linked_default():
     assert f"| `{DENSE}` | 200 | 1.000 [" in row and "| +50.0 [" in row
     assert "The supplement: 4.0 supplement candidates in 200 sub-questions; 100 of their 200 answers from it; 100 of " \
            "200 questions answered with one." in text
+    # the notebook's reading: the caveat always; the answers once the cell is complete
+    from kgqa_lib.bench.keqing_grailqa import dense_reading
+
+    said = dense_reading(lambda cell: {LINKED: linked, DENSE: dense[:2]}.get(cell, []))
+    assert said.startswith("On this fragment the supplement is flattered:") and "Answers from the supplement" not in said
+    said = dense_reading(lambda cell: {LINKED: linked, DENSE: dense}.get(cell, [])).splitlines()
+    assert said[1].startswith("Answers from the supplement: 100 of the 200 questions this cell answers right at Hits@1 "
+                              "hold a supplement candidate among their final answers; 100 of the 100 it answers right")

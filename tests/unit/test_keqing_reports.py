@@ -121,12 +121,12 @@ def test_the_summary_says_still_running_until_a_setting_holds_its_questions(resu
     _save(abl, "keqing_k2_1hop", [_rec(f"m1-{i}", float(i % 2 == 0)) for i in range(100)])  # Fig. 5: one cell
     _save(abl, "keqing_dense_1hop", [_rec(f"m1-{i}", 1.0) for i in range(30)])  # running
     text = K.ablations_summary()
-    assert "the paper gives no number for these): dense supplement, 10 triples (sec. 3.2): still running; " \
-           "candidates as text (sec. 3.3): still running; as released by its authors (1-hop facts, no response): " \
+    assert "the paper gives no number for these):\n- dense supplement, 10 triples (sec. 3.2): still running.\n- " \
+           "candidates as text (sec. 3.3): still running.\n- as released by its authors (1-hop facts, no response): " \
            "still running." in text
     _save(abl, "keqing_dense_1hop", [_rec(f"m1-{i}", 1.0) for i in range(100)])  # complete
     text = K.ablations_summary()
-    assert "dense supplement, 10 triples (sec. 3.2): +50.0 [" in text and "] / still running / still running;" in text
+    assert "dense supplement, 10 triples (sec. 3.2): +50.0 [" in text and "] / still running / still running.\n" in text
 
 
 def test_what_the_supplement_and_the_released_code_changed_counts():
@@ -215,3 +215,16 @@ def test_the_committed_reports_carry_the_disclosures():
     assert K.FORMAT_IN_PRACTICE in abl and "`list(set(...))`" in abl and "human confirms or corrects" in abl
     assert "upper bound specific to this fragment" in grail and "(linked − ORACLE)" in grail
     assert "The default leaves out the dense supplement" in full
+
+
+def test_the_parts_beyond_the_figures_are_explained_for_the_notebook():
+    dense = K.part_explained(K.DENSE_LABEL)
+    assert dense.startswith(f"As run here (`dense_supplement={K.DENSE_N}`): up to {K.DENSE_N} triples") and "\nSec. 3.2:" in dense
+    text = K.part_explained(K.TEXT_LABEL)
+    assert text.endswith("shows it: (A Film, directed by, A Director) — and as text: A Film directed by A Director.")
+    released = K.part_explained(K.RELEASED_LABEL)
+    assert "NoviceStone/Keqing" in released and released.count("\n- ") == len(K.released_departures()) == 7
+    # the report keeps its one paragraph, the same departures in it
+    assert all(d in K.released_description() for d in K.released_departures())
+    with pytest.raises(ValueError, match="no explanation"):
+        K.part_explained("something else")

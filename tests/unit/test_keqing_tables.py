@@ -109,7 +109,7 @@ def test_summary_words_the_selection_stage_from_its_paired_intervals(results):
     text = K.summary()
     assert "score Hits@1 100.0 / 90.0 / 80.0" in text and "+1.6 / -9.9 / -19.6 points from the paper" in text
     assert "+0.0 [+0.0, +0.0] / -10.0 [" in text
-    assert ("lower at 2/3-hop (paired 95% CI below 0; 40 of the 40 3-hop questions it loses: an earlier selection "
+    assert ("lower at 2/3-hop (paired 95% CI below 0; of the 40 3-hop questions it loses, all: an earlier selection "
             "dropped the path); none at 1-hop (every question scored the same) — the paper gives no result without "
             "this stage") in text
     assert "other way" not in text  # the paper never runs without the stage: no claim about the paper
@@ -229,11 +229,21 @@ def test_ablation_points_and_summary(results):
     assert pts.loc[(3, "K = 2"), "gain"] == pytest.approx(0.0) and pts.loc[(3, "K = 2"), "candidates / sub-q"] == 4
     chain = pts.loc[(3, K.CHAIN_LABEL)]
     assert chain["gain"] == pytest.approx(5.0) and chain["gain_low"] > 0 and chain["calls/q"] == 2
+    assert K.fig5_reading().startswith("With K = 1 the decomposition's relation chain is already the gold one for "
+                                       "100 of 100 questions on 3-hop")
+    assert K.fig5_reading().endswith("Every K > 1 lies within 0.0 points of K = 1, and together their paired 95% CIs "
+                                     "span +0.0 to +0.0 points.")
     text = K.ablations_summary()
     assert "K = 2 change Hits@1 by +0.0 to +0.0 points from K = 1 (every paired 95% CI includes 0)" in text
     assert "the logical chain written directly minus sub-questions is +5.0 [+" in text and "points on 3-hop" in text
     assert "here it goes the other way from the paper at 3-hop (the chain ahead, paired 95% CI above 0)." in text
-    assert "21 of the table's 23 cells have not run yet" in text
+    assert "21 of the table's 23 cells have not run yet" in text and "chain minus last-only" not in text
+    _save(abl, "keqing_last_3hop", [_rec(q, float(i < 95), calls=2) for i, q in enumerate(qids)])
+    text = K.ablations_summary()
+    assert "chain minus last-only is +0.0 [+0.0, +0.0] on 3-hop, level within every paired 95% CI" in text
+    _save(abl, "keqing_last_3hop", [_rec(q, float(i < 80), calls=2) for i, q in enumerate(qids)])
+    text = K.ablations_summary()
+    assert "chain minus last-only is +15.0 [" in text and "level within" not in text
 
 
 # ---------------------------------------------------------------- helpers moved out of notebooks
