@@ -191,9 +191,9 @@ def tog_metaqa_note(records: Records | None = None) -> str:
     parts = []
     stops = [(h, B.tog_early_stops(tog[h], h)) for h in B.HOPS[1:] if tog[h]]
     if stops:
-        parts.append("on " + " and ".join(f"{e['depth 1']} of {e['n']} {h}-hop questions" for h, e in stops)
-                     + " ToG's judge (the local model) stops the search at depth 1, before a path can reach the "
-                     "answer, so Keqing − ToG there measures that judge stopping early, not ToG's search")
+        parts.append("On " + " and ".join(f"{e['depth 1']} of {e['n']} {h}-hop questions" for h, e in stops)
+                     + " ToG's judge (the local model) halts the search at depth 1, before a path can reach the "
+                     "answer, so Keqing − ToG there measures that judge halting early, not ToG's search")
     recs = [r for rs in tog.values() for r in rs]
     hashes = {((r.get("config") or {}).get("prompts") or {}).get("tog_entities") for r in recs}
     parts.append("ToG's entity-scoring prompt departs from the published one: its wording was chosen on these "
@@ -213,8 +213,8 @@ def tog_metaqa_note(records: Records | None = None) -> str:
             floor.append(f"{h}-hop {status(n, planned)}")
     parts.append("ToG with a depth floor (the judge not asked before depth k on k-hop questions, a deviation from "
                  "ToG) minus ToG as published: " + ", ".join(floor))
-    return ("Think-on-Graph on MetaQA: " + "; ".join(parts)
-            + ". Details: `results/bench/baselines_metaqa.md`.")
+    return ("Think-on-Graph on MetaQA (details: `results/bench/baselines_metaqa.md`):"
+            + "".join(f"\n- {x}." for x in parts))
 
 
 # ---------------------------------------------------------------- PG&AKV on the MetaQA KB

@@ -224,7 +224,7 @@ def test_the_tog_note_counts_early_stops_and_says_how_far_the_depth_floor_is(res
     _save(base, "tog_metaqa_2hop", [_tog(f"t{i}", 0.0, 1 if i < 60 else 2) for i in range(n)])
     _save(base, "tog_floor_metaqa_2hop", [_tog(f"t{i}", 1.0, 2) for i in range(10)])
     note = overview.tog_metaqa_note()
-    assert f"on 60 of {n} 2-hop questions ToG's judge" in note and "not ToG's search" in note
+    assert f"On 60 of {n} 2-hop questions ToG's judge" in note and "not ToG's search" in note
     assert "departs from the published one: its wording was chosen on these reported MetaQA questions" in note
     assert f"all {n} ToG records were made with this same prompt" in note
     assert f"2-hop partial 10/{n}" in note and "3-hop not run" in note  # a partial cell gives no number
