@@ -605,8 +605,9 @@ def grailqa_levels_note(records: Records | None = None) -> str:
     text = (f"GrailQA dev levels, of the linked default's {len(recs)} questions: "
             + ", ".join(f"{lv} n={len(rs)}" for lv, rs in levels if rs) + ".")
     if chain:
-        text += (f" The template bank covers every hop of {sum(1 for r in chain if g(r).get('covered'))} of the "
-                 f"{len(chain)} i.i.d. chain questions")
+        iid = len(dict(levels).get("i.i.d.", []))
+        text += (f" Of the {iid} i.i.d. questions, {len(chain)} are relation chains from one entity, and the template "
+                 f"bank covers every hop of {sum(1 for r in chain if g(r).get('covered'))} of those")
     return text + "; F1 by level and coverage: `results/bench/keqing_grailqa.md`."
 
 
@@ -775,9 +776,10 @@ def fusic_order(fu) -> str:
         g = F.paired_f1(F.cell_records(records, top["cell"]), F.cell_records(records, best["cell"]))
         v = effect_verdict(g, 1)  # the paper has its best ahead
         text += (f"; the paper's best, {top['method']} ({top['paper value']:.1f}), scores {top['value']:.1f}, "
-                 f"{format_gain(g)} F1 points against ours (paired, n={g[3]}): {VERDICT_WORDS[v]}"
+                 f"{format_gain(g)} F1 points against our best (paired, n={g[3]}): {VERDICT_WORDS[v]}"
                  + ("'s order" if v in ("holds", "reversed") else ""))
-    return text + "."
+    return (text + ". Neither is a held-out estimate: our best is picked on these questions, and some FuSIC settings "
+            "were chosen after looking at outcomes on them (`results/bench/fusic.md`, the section on those choices).")
 
 
 def summary(ov, pts=None) -> str:
@@ -786,7 +788,8 @@ def summary(ov, pts=None) -> str:
     (:data:`VERDICT_WORDS`): PG&AKV − QSM on the mini-world test questions (:func:`pgakv_qsm_gains`), Keqing
     against the paper's values and its Fig. 6 (:func:`fig6_text`; ``pts``: :func:`K.ablation_points`, default
     the saved records), FuSIC-KBQA's order of configurations on GrailQA-Tech (:func:`fusic_order`); then where
-    ours goes the other way from the papers' ablations (:func:`other_way`)."""
+    ours goes the other way from the papers' ablations (:func:`other_way`). One paragraph per line (for
+    :func:`kgqa_lib.notebooks.say`)."""
     pts = K.ablation_points() if pts is None else pts
     out = [f"{int((ov['status'] == 'complete').sum())} of the {len(ov)} headline rows hold their planned questions; "
            "each is ours with the local model beside the paper's own number (other models, other question sets: a "
@@ -820,7 +823,7 @@ def summary(ov, pts=None) -> str:
     if len(fu):
         out.append(fusic_order(fu))
     other = other_way(pts)
-    return " ".join(out + ([other] if other else []))
+    return "\n".join(out + ([other] if other else []))
 
 
 #: Notebook 33's default settings (its parameters cell): the recorded LoRA decompositions :func:`other_way` reads
@@ -964,12 +967,15 @@ def cells_key() -> str:
 
 def split_not_run(frame) -> tuple[list[tuple[str, Any]], str]:
     """A model-axis frame (:func:`~kgqa_lib.bench.core.models_frame`) per benchmark table, indexed by cell, without
-    the tables no other model has a cell of (its ``(every cell)`` rows), which one line names instead."""
+    the tables no other model has a cell of (its ``(every cell)`` rows), which one line names instead, with the
+    frame's models other than the default (its first model column)."""
     none = frame["cell"] == "(every cell)"
     parts = [(name, part.drop(columns="table").set_index("cell"))
              for name, part in frame[~none].groupby("table", sort=False)]
     empty = list(dict.fromkeys(frame[none]["table"]))
-    return parts, ("No other model has a cell of: " + ", ".join(empty) + "." if empty else "")
+    models = [c for c in frame.columns if c not in ("table", "cell", "metric") and " − " not in c][1:]  # the first: default
+    who = " or ".join(models) or "another model"
+    return parts, (f"Not run with {who}: " + ", ".join(empty) + "." if empty else "")
 
 
 HEADLINE_COLUMNS = ["paper", "set", "method", "metric", "ours [95% CI]", "questions", "calls/q", "tokens/q", "s/q",

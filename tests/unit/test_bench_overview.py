@@ -151,7 +151,7 @@ def test_summary_ends_with_the_other_way_sentence(monkeypatch):
     monkeypatch.setattr(overview, "pgakv_qsm_gains", lambda: {})
     ov = pd.DataFrame({"paper": ["Keqing"], "metric": ["Hits@1"], "status": ["partial"], "method": ["CoT"],
                        "set": ["MetaQA"], "cell": ["x"], "value": [1.0], "paper value": [2.0]})
-    assert overview.summary(ov, pts=pd.DataFrame()).endswith(" Also the other way from the papers: X.")
+    assert overview.summary(ov, pts=pd.DataFrame()).endswith("\nAlso the other way from the papers: X.")
 
 
 def test_lora_settings_are_notebook_33s_defaults():

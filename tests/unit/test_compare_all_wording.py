@@ -50,11 +50,12 @@ def test_fusic_order_is_the_paired_difference_worded_from_its_interval(results):
     text = overview.fusic_order(_gtech(dense, [float(i % 4 == 0) for i in range(n)]))  # lower on a quarter
     g = F.paired_f1(F.cell_records(core.Records(F.TABLE), "gtech.fs_both"),
                     F.cell_records(core.Records(F.TABLE), "gtech.fs_dense"))
-    assert g[2] < 0 and f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, {100 * g[2]:+.1f}] F1 points against ours (paired, n={n})" in text
-    assert text.endswith(": the other way from the paper's order.")
+    assert g[2] < 0 and f"{100 * g[0]:+.1f} [{100 * g[1]:+.1f}, {100 * g[2]:+.1f}] F1 points against our best (paired, n={n})" in text
+    assert ": the other way from the paper's order. Neither is a held-out estimate: our best is picked on" in text
+    assert text.endswith("(`results/bench/fusic.md`, the section on those choices).")
     worse, better = {0, 2, 4, 6}, {1, 3, 5}  # a few questions each way: the interval reaches 0
     both = [0.0 if i in worse else 1.0 if i in better else x for i, x in enumerate(dense)]
-    assert overview.fusic_order(_gtech(dense, both)).endswith(": unclear (the paired 95% CI reaches 0).")
+    assert ": unclear (the paired 95% CI reaches 0). Neither is" in overview.fusic_order(_gtech(dense, both))
 
 
 def test_summary_words_pgakv_against_qsm_from_the_paired_intervals(monkeypatch):
@@ -142,7 +143,7 @@ def test_notes_say_where_paper_values_come_from(results):
     recs = [g("i.i.d.", covered=True), g("i.i.d."), g("i.i.d.", chain=False), g("zero-shot"), g("zero-shot", False)]
     note = overview.grailqa_levels_note(lambda name: recs)
     assert note.startswith("GrailQA dev levels, of the linked default's 5 questions: i.i.d. n=3, zero-shot n=2.")
-    assert "covers every hop of 1 of the 2 i.i.d. chain questions" in note and "keqing_grailqa.md" in note
+    assert "Of the 3 i.i.d. questions, 2 are relation chains from one entity, and the template bank covers every hop of 1 of those" in note and "keqing_grailqa.md" in note
 
 
 def test_a_methods_cells_say_which_metric_and_column_the_paper_value_is(results):
@@ -188,8 +189,10 @@ def test_not_run_tables_collapse_into_one_line():
                           {"table": "c", "cell": "(every cell)", "metric": "f1", "m": "not run"}])
     parts, line = overview.split_not_run(frame)
     assert [name for name, _ in parts] == ["a"] and list(parts[0][1].index) == ["x"]
-    assert line == "No other model has a cell of: b, c."
+    assert line == "Not run with another model: b, c."
     assert overview.split_not_run(frame.iloc[:1])[1] == ""
+    two = frame.rename(columns={"m": "big"}).assign(small="not run", **{"small − big (paired)": ""})
+    assert overview.split_not_run(two)[1] == "Not run with small: b, c."
 
 
 def test_total_hours_and_headline_lines(results):
