@@ -75,7 +75,7 @@ def try_this(dataset: str, n_questions: int | None, seed: int, load=None, metaqa
     """What each of notebook 00's "Try this" suggestions needs: calls that are not recorded run the local model
     live (``LLM_MODE = "auto"``; minutes from the ``pgakv_t2`` records' seconds per question of IO and CoT, and for
     MetaQA ``metaqa`` seconds per question, default ``pgakv_metaqa``'s CoT 1-hop records), and what MetaQA needs
-    (``KGQA_DATA_DIR``, laid out as ``../shared/datasets/README.md`` and the README's *External benchmarks* say)."""
+    (``KGQA_DATA_DIR``, laid out as the README's *External benchmarks* says)."""
     from .pgakv import demo_qids
     from ..evaluate.pgakv_analysis import committed_records
 
@@ -94,8 +94,8 @@ def try_this(dataset: str, n_questions: int | None, seed: int, load=None, metaqa
     metaqa = metaqa if metaqa is not None else _metaqa_cot()
     lines.append("kgqa run --method cot --dataset metaqa:1hop:dev --sample 50: 50 LLM calls live"
                  + (f", ≈ {50 * metaqa / 60:.1f} min of model time{_TIME}" if metaqa else "") + "; needs KGQA_DATA_DIR "
-                 "set to the MetaQA files (laid out as ../shared/datasets/README.md describes; the README, section "
-                 "External benchmarks, says where to download them).")
+                 "set to a folder holding the MetaQA files (the README, section External benchmarks, gives the "
+                 "layout and where to download them).")
     return "\n".join(lines)
 
 

@@ -262,4 +262,4 @@ def test_quickstart_try_this_says_what_each_suggestion_runs():
     assert f"≈ {new * 60 / 60:.1f} min of model time" in text[1]  # IO and CoT, 30 s each per question
     assert text[2].startswith('DATASET = "miniworld:multihop": every call live, 21 LLM calls, ≈ 10.0 min')
     assert text[3].startswith("kgqa run --method cot --dataset metaqa:1hop:dev --sample 50: 50 LLM calls live, ≈ 10.0 min")
-    assert "KGQA_DATA_DIR" in text[3] and "../shared/datasets/README.md" in text[3]
+    assert "KGQA_DATA_DIR" in text[3] and "section External benchmarks" in text[3] and "../shared" not in text[3]
