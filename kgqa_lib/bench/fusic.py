@@ -1428,7 +1428,7 @@ def report(records: Records) -> str:
     lines += ["", f"## {t['table3'].title}", "",
               f"Paper: Table 3, few-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3}; the paper's difference is the "
               "ablation's value minus that.", "", _md(t["table3"])]
-    lines += shots_section(t["shots"]) + exemplars_section(t["exemplars"])
+    lines += shots_section(t["shots"]) + exemplars_section(t["exemplars"]) + ["", exemplars_sentence(records)]
     lines += ["", f"## {t['table3_zero_shot'].title}", "",
               f"Paper: Table 3, zero-shot, column W→GI-T: FuSIC-KBQA(T) {PAPER_FULL_T3_ZS}; the paper's difference is "
               "the ablation's value minus that. Each ablation changes one setting of the zero-shot cell (`zs_dense`: "
@@ -2076,12 +2076,15 @@ def exemplars_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gte
     state = unfinished(records, fewer, pairs) or unfinished(records, (EXEMPLARS[5],), pairs)
     if state:
         return head + state + "."
-    said, ours = [], []
+    said, ours, inside = [], [], {}
     for n, c in EXEMPLARS.items():
         if n == 5:
             continue
         gains = {p: _paired(records, p, c, EXEMPLARS[5]) for p in pairs}
         ours += [100 * g[0] for g in gains.values() if g]
+        for p, g in gains.items():  # the paper's difference inside our paired 95% CI
+            if g and 100 * g[1] <= PAPER_SHOTS[n] - PAPER_SHOTS[5] <= 100 * g[2]:
+                inside.setdefault(p, []).append(str(n))
         by = _by_ci(gains)
         said.append(f"{n} (the paper, FuSIC-KBQA(T,P): {PAPER_SHOTS[n] - PAPER_SHOTS[5]:+.1f}): "
                     + ", ".join(f"{SHORT[p]} {format_gain(g)}" for p, g in gains.items() if g)
@@ -2090,7 +2093,9 @@ def exemplars_sentence(records: Records, pairs: tuple[str, ...] = (*METAQA, "gte
     paper = [PAPER_SHOTS[n] - PAPER_SHOTS[5] for n in EXEMPLARS if n != 5]
     if ours:
         said.append(f"The paper's differences lie between {min(paper):+.1f} and {max(paper):+.1f} points; ours between "
-                    f"{min(ours):+.1f} and {max(ours):+.1f}.")
+                    f"{min(ours):+.1f} and {max(ours):+.1f}. The paper's difference lies inside our paired 95% CI on "
+                    + ("; ".join(f"{SHORT[p]} at {' and '.join(ns)} exemplar{'s' if ns != ['1'] else ''}"
+                                 for p, ns in inside.items()) or "no pair at any count") + ".")
     return head.rstrip(": ") + ":" + "".join(f"\n- {x}" for x in said)
 
 

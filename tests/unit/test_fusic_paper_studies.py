@@ -143,7 +143,12 @@ def test_the_ablations_summary_says_still_running_instead_of_a_number_from_a_par
     assert [x.split(" (")[0] for x in items[:3]] == ["0", "1", "3"] and len(items) == 4
     assert items[0].startswith("0 (the paper, FuSIC-KBQA(T,P): -1.0): MetaQA 1-hop +0.0 [")
     assert "below 5 exemplars on no pair, above on no pair, unclear (95% CI including 0) on MetaQA 1-hop, " in items[0]
-    assert items[3] == "The paper's differences lie between -4.1 and -1.0 points; ours between +0.0 and +0.0."
+    assert items[3] == ("The paper's differences lie between -4.1 and -1.0 points; ours between +0.0 and +0.0. The "
+                        "paper's difference lies inside our paired 95% CI on no pair at any count.")
+    # 0 exemplars losing 1 question of 100 on MetaQA 1-hop: -1.0, the paper's 0-shot difference, inside its CI
+    one = {**done, "metaqa1.fs_dense_ex0": _complete("metaqa1.fs_dense_ex0", lambda i: float(i > 0))}
+    last = B.summary_ablations(lambda c: one.get(c, [])).split("Fewer exemplars in the prompt (")[1].split("\nFeedback")[0]
+    assert last.endswith("inside our paired 95% CI on MetaQA 1-hop at 0 exemplars.")
 
 
 def _tables_shown(name: str) -> set[str]:
