@@ -344,8 +344,8 @@ def _decomposition(r: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _chain_right(d: dict[str, Any]) -> bool:
-    """The chain part of a decomposition check (our measure of the decomposition; the paper reports none): ``chain_correct`` of the
-    runner's diagnostics, ``correct`` of the older trace stage (which checked the chain only)."""
+    """The chain part of a decomposition check (our measure of the decomposition; the paper reports none):
+    ``chain_correct`` of the runner's diagnostics, ``correct`` of the older trace stage (which checked the chain only)."""
     return bool(d.get("chain_correct", d.get("correct")))
 
 
@@ -441,7 +441,8 @@ FOUR_STAGES_LEGEND = (
     "a perfect decomposition would score. `decomposition only`: Hits@1 of the `keqing_metaqa` run on the same questions "
     "(no selection, no response: every entity the chains reach is an answer); `gain`: the four stages minus it, in "
     "points, with a paired bootstrap 95% CI. `decomposition acc. (chain)`: the top-1 templates' chains, concatenated, "
-    "are the gold chain (our measure of the decomposition; the paper reports none). `seed linked right`: the first sub-question's seed names "
+    "are the gold chain (our measure of the decomposition; the paper reports none). `seed linked right`: the first "
+    "sub-question's seed names "
     "link to the topic entity; `(n=…)`: the records that carry this check (the others were saved without it).")
 SELECTION_LEGEND = (
     "Over the last sub-question (the one whose selection is the answer): `gold among candidates` — questions whose "
