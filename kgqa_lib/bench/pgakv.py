@@ -395,7 +395,8 @@ def test_tables(load: Loader | None = None, choice: dict[str, Any] | None = None
         name, pcot, pours = pa.PAPER_TABLE3[s]
         for schema, run in pa.SCHEMA_RUNS.items():
             r = recs(s, run)
-            rows.append([s, ci_cell(cot, m), f"{schema.capitalize()}-like", ci_cell(r, m) if r else "not run yet", pa._paired(r, cot, m) if r else "—",
+            rows.append([s, ci_cell(cot, m), f"{schema.capitalize()}-like", ci_cell(r, m) if r else "not run yet",
+                         pa._paired(r, cot, m) if r else "—",
                          f"{name}: {pcot} → {pours[schema]} ({pours[schema] - pcot:+.1f})"])
     out.append(table("table3", "The paper's Table 3 on the test questions: the same questions over two KG schemas",
                      ["set", "CoT", "schema", "PG&AKV", "gain over CoT", "paper (GPT-3.5): CoT → ours, gain"], rows))
@@ -760,7 +761,9 @@ def verifier_reading(load: Loader | None = None) -> str:
                    + f" of the {sets} test questions, so there verification has nothing to check the sketch against; "
                    "where it has a G_g it returns the sketch unchanged for "
                    + " and ".join(f"{100 * m / max(1, g):.0f}%" for _, _, g, m in counts.values()) + ".")
-    return "What verification had to work with, on the test questions:" + "".join(f"\n- {x}" for x in out) if out else ""
+    if not out:
+        return ""
+    return "What verification had to work with, on the test questions:" + "".join(f"\n- {x}" for x in out)
 
 
 def verifier_table(load: Loader | None = None) -> ResultTable:
@@ -1242,8 +1245,8 @@ def summary_errors(load: Loader | None = None) -> str:
             also += sum(1 for r in at if pg[r["qid"]]["metrics"].get("hits@1") != 1.0)
     if lost:
         lines[-1] += (" The two verification counts differ by design: the attribution above counts a gold answer the "
-                      f"ground graph held and the verified graph dropped; the paper's measure counts only answers the pseudo-graph alone got "
-                      f"right — and of the {lost} wrong answers the traces put at verification (both thresholds, both "
+                      "ground graph held and the verified graph dropped; the paper's measure counts only answers the "
+                      f"pseudo-graph alone got right — and of the {lost} wrong answers the traces put at verification (both thresholds, both "
                       f"sets), {also} are wrong from the pseudo-graph alone too.")
     lines.append(cypher)
     thr = on.choice["threshold"]
