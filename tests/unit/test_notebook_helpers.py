@@ -324,11 +324,13 @@ def test_overview_panels_skip_fusic_and_shorten_the_fragments_name(agg, monkeypa
     drawn = []
     monkeypatch.setattr(O, "plot", lambda ax, rows, title: drawn.append((list(rows["set"]), title)) or
                         ax.bar([0], [1], label="ours"))
-    ov = pd.DataFrame([("Keqing", "Hits@1", f"GrailQA ({O.FRAGMENT})"), ("Keqing", "Hits@1", "MetaQA 1-hop"),
-                       ("FuSIC-KBQA", "F1", "a → b"), ("PG&AKV", "Hits@1", "simple")], columns=["paper", "metric", "set"])
+    ov = pd.DataFrame([("Keqing", "Hits@1", f"GrailQA ({O.FRAGMENT})", "a"), ("Keqing", "Hits@1", "MetaQA 1-hop", "b"),
+                       ("FuSIC-KBQA", "F1", "a → b", "a"), ("PG&AKV", "Hits@1", "simple", "IO"),
+                       ("PG&AKV", "Hits@1", "MetaQA 1-hop", "IO")], columns=["paper", "metric", "set", "method"])
     fig = viz.overview_panels(ov)
     assert len(fig.axes) == 2 and [t for _, t in drawn][0].endswith("; GrailQA on a gold-fact fragment")
-    assert drawn[0][0] == ["GrailQA", "MetaQA 1-hop"] and drawn[1][1].startswith("PG&AKV, Hits@1")
+    assert drawn[0][0] == ["GrailQA", "MetaQA 1-hop"] and drawn[1][1].startswith("PG&AKV, Hits@1 (IO only): ours")
+    assert drawn[1][1].endswith("the paper's ticks: SimpleQuestions beside simple and 1-hop, QALD-10 beside the others")
 
 
 # ---------------------------------------------------------------- small readers the results notebooks print
