@@ -1330,10 +1330,14 @@ def tables_cost(cells, load: Loader | None = None) -> str:
     cov = {c: pa.split_coverage(*c, load) for c in cells}
     missing = [f"{s}.{r} ({have}/{want})" for (s, r), (have, want) in cov.items() if have < want]
     cost = [c for c in pa.run_costs(cells, pa.complete_only(load)) if c["questions"]]
+    answers = sum(c["questions"] for c in cost)
+    on_test = sum(len(pa.restrict(pa.complete_only(load)(c["set"], c["run"]), pa.split_qids(c["set"])[1]))
+                  for c in cost)
     return (f"Runs holding every test question: {len(cells) - len(missing)} of {len(cells)}"
             + (f"; {NOT_RUN}: {', '.join(missing)}" if missing else "") + ". "
             + (f"They took {sum(c['hours'] for c in cost):.1f} h live with the local model "
-               f"({sum(c['questions'] for c in cost)} answers, {sum(c['LLM calls'] for c in cost)} LLM calls); "
+               f"({answers} answers" + (f", {on_test} of them on test questions" if on_test < answers else "")
+               + f", {sum(c['LLM calls'] for c in cost)} LLM calls); "
                "the tables read their saved records, with no LLM call." if cost else ""))
 
 

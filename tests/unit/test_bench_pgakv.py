@@ -207,6 +207,9 @@ def test_the_cost_notes_count_the_calls_and_the_runs_not_finished():
     text = P.tables_cost([("simple", "pgakv_pg"), ("simple", "cot")],
                          _loader({}, runs={"cot", "pgakv_pg"}, partial={"pgakv_pg"}))
     assert text.startswith("Runs holding every test question: 1 of 2; not run yet: simple.pgakv_pg (")
+    n, test = len(_loader({}, runs={"cot"})("simple", "cot")), len(A.split_qids("simple")[1])
+    said = f"({n} answers, {test} of them on test questions, " if n > test else f"({n} answers, "
+    assert said in text  # the runs' answers, and how many are on the test questions the tables read
     qids = {"simple": set(sorted(A.split_qids("simple")[1])[:4])}
     demo = P.demo_cost([("simple", "cot"), ("simple", "cot")], _loader({}, runs={"cot"}), qids=qids)
     assert "≈ 8 LLM calls" in demo  # 4 questions, one call each, run twice
