@@ -290,13 +290,17 @@ def encoder_note() -> str:
 def qsm_wins_legend(thr: float, chosen: str | None) -> str:
     """What the columns of the ``qsm_wins`` table mean (``pgakv_test.md`` and notebook 14 print the same)."""
     how = pa.choice_note(chosen, chosen) if chosen else "chosen on dev"
-    return (f"Re-pruned offline (no LLM call), same k: at {thr} ({how}) and at 0.0 (no threshold: only the top-k step "
-            "prunes). `pruning: cause` of a pruning loss: `threshold`, a subject holding the gold answer was among the "
-            "k kept but its mean cosine was under 0.7; `top-k`, such a subject was over 0.7 but not among the k; "
-            "`both`, every such subject was outside the k and under 0.7. `gold subject's mean cosine`: the best mean "
-            "cosine of those subjects, by band. `threshold's share`: of all the questions QSM wins, those whose gold "
-            f"answer stays in G_g when pruned at {thr} instead of 0.7: the part of QSM's lead a lower threshold "
-            "recovers. " + encoder_note())
+    return "\n".join([
+        f"Re-pruned offline (no LLM call), same k: at {thr} ({how}) and at 0.0 (no threshold: only the top-k step "
+        "prunes). The columns:",
+        "- `pruning: cause`, why pruning lost the gold answer: `threshold`, a subject holding it was among the k kept "
+        "but its mean cosine was under 0.7; `top-k`, such a subject was over 0.7 but not among the k; `both`, every "
+        "such subject was outside the k and under 0.7.",
+        "- `gold subject's mean cosine`: the best mean cosine of those subjects, by band.",
+        f"- `threshold's share`: of all the questions QSM wins, those whose gold answer stays in G_g when pruned at "
+        f"{thr} instead of 0.7: the part of QSM's lead a lower threshold recovers.",
+        "",
+        encoder_note()])
 
 
 def test_tables(load: Loader | None = None, choice: dict[str, Any] | None = None) -> dict[str, ResultTable]:
