@@ -182,13 +182,15 @@ SETTINGS_LEGEND = (
     "`chain topic linked`: chain questions whose topic (the gold chain's start) is among the linked entities, of the "
     "cell's chain questions. `paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% "
     "CI; each row names its comparison (linked − ORACLE; dense − linked: the supplement against the linked default). "
-    "The paper's columns stand on every row; on the dense row they are the paper's own setting as far as it says: its "
-    "sec. 3.2 (\"In practice, … will also be included as supplementary answer candidates\") implies that its numbers, "
-    "Table 5's Keqing-LLaMA row among them, include the supplement. While the dense cell runs, it reads `partial k/N` "
-    "and is not scored.")
+    "While the dense cell runs, it reads `partial k/N` and is not scored. The paper, appendix C, Table 5, column "
+    "`Overall` (F1 with EM in brackets, in points): "
+    + ", ".join(f"{m} {PAPER[m]['all'][1]} ({PAPER[m]['all'][0]})" for m in PAPER)
+    + "; the same for every row, and on the dense row the paper's own setting as far as it says: its sec. 3.2 "
+    "(\"In practice, … will also be included as supplementary answer candidates\") implies that its numbers, "
+    "Table 5's Keqing-LLaMA row among them, include the supplement.")
 #: the columns of each table that hold shares (:func:`kgqa_lib.bench.keqing.in_points`), by the table's name without
 #: its cell's prefix (``linked_levels`` → ``levels``; the first table of a cell: ``questions``)
-SHARES = {"settings": ("Hits@1 [95% CI]", "F1 [95% CI]", *(f"paper {m}: F1 (EM)" for m in PAPER)),
+SHARES = {"settings": ("Hits@1 [95% CI]", "F1 [95% CI]"),
           "questions": ("share", "Hits@1 [95% CI]", "F1 [95% CI]", "gold-chain ceiling Hits@1 / F1",
                         *(f"paper {m}: F1 (EM)" for m in PAPER)),
           "levels": ("Hits@1",),
@@ -289,18 +291,17 @@ def settings_table(recs: dict[str, list[dict[str, Any]]], running: dict[str, str
     for name in (LINKED, ORACLE, DENSE):
         rs = recs[name]
         if not rs:
-            body.append([LABELS[name], f"`{name}`", 0, running.get(name, "not run yet"), "", "", "", *_papers("all")])
+            body.append([LABELS[name], f"`{name}`", 0, running.get(name, "not run yet"), "", "", ""])
             continue
         other, what = AGAINST.get(name, ("", ""))
         gain = f"{format_gain(paired_gain(rs, recs[other], 'hits@1'))} ({what})" if recs.get(other) else "—"
         body.append([LABELS[name], f"`{name}`", len(rs), _rate([r["metrics"]["hits@1"] for r in rs]),
-                     _rate([r["metrics"]["f1"] for r in rs]), _linking(rs) if name != ORACLE else "—", gain,
-                     *_papers("all")])
+                     _rate([r["metrics"]["f1"] for r in rs]), _linking(rs) if name != ORACLE else "—", gain])
     from .core import FRAGMENT
 
     return table("settings", f"The settings (GrailQA dev, {FRAGMENT})",
                  ["topics", "cell", "n", "Hits@1 [95% CI]", "F1 [95% CI]", "chain topic linked",
-                  "paired difference in Hits@1", *(f"paper {m}: F1 (EM)" for m in PAPER)], body)
+                  "paired difference in Hits@1"], body)
 
 
 def _scored(records: Records, cells: dict[str, Cell]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
@@ -348,7 +349,7 @@ def legend(name: str) -> str:
     """What the columns of the :func:`frames` table ``name`` mean (a cell's tables: ``linked``, ``linked_levels``,
     …), in the report's words: the settings' columns and the paper's; a cell's question groups and the paper's."""
     kind = _kind(name)
-    text = {"settings": f"{SETTINGS_LEGEND} {PAPER_COLUMNS}. {EM_NOTE}",
+    text = {"settings": f"{SETTINGS_LEGEND} {EM_NOTE}",
             "questions": f"{QUESTIONS_LEGEND} {PAPER_COLUMNS}. {EM_NOTE}", "levels": QUESTIONS_LEGEND}.get(kind, "")
     return f"{POINTS_NOTE} {text}".strip() if kind in SHARES else text
 

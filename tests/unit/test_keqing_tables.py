@@ -146,6 +146,10 @@ def test_grailqa_report_renders_its_tables_and_the_summary_names_the_gap(results
     assert frames["settings"].loc["linked (default)", "F1 [95% CI]"].startswith("75.0 [")  # points, as the gains
     assert frames["settings"].loc["linked (default)", "chain topic linked"] == "200/200"
     assert frames["linked"].loc["all", "paper Keqing-LLaMA (Ours): F1 (EM)"] == "77.8 (72.5)"
+    # the paper's Overall values, the same on every setting, are said once under the settings table, not repeated per row
+    assert not any(c.startswith("paper ") for c in frames["settings"].columns)
+    assert "Keqing-LLaMA (Ours) 77.8 (72.5), KB-BINDER (Li et al., 2023a) 56.0 (50.6); the same for every row" \
+        in G.legend("settings")
     assert frames["linked"].loc["i.i.d.", "share"] == "25.0" and frames["linked"].loc["all", "n"] == 200
     text = K.summary()
     assert "F1 75.0 against the paper's 77.8, and 0.0 on i.i.d. questions against 85.6" in text
