@@ -83,8 +83,15 @@ def judged_stops_line() -> str:
     judged = judged_stop_depths([r for t in (TABLE_MINIWORLD, TABLE_METAQA) for recs in (Records(t),)
                                  for c in t.cells if c.name.startswith("tog_") and not c.name.startswith("tog_floor")
                                  for r in recs(c.name)])  # ToG as published (the depth floor is our deviation)
-    return (f"in the saved ToG benchmark records: {sum(judged.values())} searches stopped by the judge, "
-            f"{judged[1]} at depth 1")
+    text = (f"in the saved ToG benchmark records: {sum(judged.values())} searches stopped by the judge, "
+            f"{judged[1]} of them at depth 1")
+    metaqa = Records(TABLE_METAQA)
+    stops = [(h, tog_early_stops(rs, h)) for h in HOPS[1:] if (rs := metaqa(f"tog_metaqa_{h}hop"))]
+    if stops:
+        text += ("; on MetaQA dev (our reported part) it stops at depth 1 on "
+                 + " and ".join(f"{e['depth 1']} of {e['n']} {h}-hop questions" for h, e in stops)
+                 + ", before a path can reach the answer: hence ToG's low multi-hop MetaQA rows in section 0")
+    return text
 
 
 #: How much of one search or draft a stripped record keeps (paths, candidates, drafts of one question)
@@ -530,7 +537,8 @@ def kbbinder_cost(messages: list[dict[str, str]], temperature: float, samples: i
                      f"KB-BINDER drafts, of {len(prompts)} prompt(s) whose drafts took "
                      f"{min(prompts.values()):.0f}–{max(prompts.values()):.0f} s together.")
     lines.append("Changing a parameter (calls that are not recorded run live; LLM_MODE='replay' stops at the first one):")
-    for change, calls in [("QID (another question)", n_calls),
+    for change, calls in [(f"QID (another question, unless one of the {len(prompts)} prompts with recorded drafts)",
+                           n_calls),
                           (f"SAMPLES = {more}", more - sum(i in mine for i in range(more))),
                           ("N_EXEMPLARS, RETRIEVE, TEMPERATURE or LLM (another prompt or sampler)", n_calls),
                           ("ENTITY_K, RELATION_K or MAX_CANDIDATES (binding and execution only)", 0)]:
@@ -577,8 +585,8 @@ def tog_cost(question: str, topics: int, width: int, depth: int, variant: str, m
              f"With width {width}, depth {depth}, variant {variant!r}: at most {most} calls on a question with {topics} "
              f"topic entit{'y' if topics == 1 else 'ies'}.",
              "Changing a parameter (calls that are not recorded run live; LLM_MODE='replay' stops at the first one):",
-             f"  QID (another question): all live, about {len(calls)} calls (≈ {seconds / 60:.0f} min) as here, "
-             f"at most {most}",
+             f"  QID (another question): live unless recorded, about {len(calls)} calls (≈ {seconds / 60:.0f} min) "
+             f"as here, at most {most}",
              f"  WIDTH = {width + 1}: all live, at most {tog_max_calls(width + 1, depth, variant, topics)} calls, "
              f"≈ {per_call * tog_max_calls(width + 1, depth, variant, topics) / 60:.0f} min",
              f"  VARIANT = 'tog-r' (no entity scoring): the beam changes, most calls live: at most "
@@ -602,6 +610,22 @@ def split_votes(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"qid": r["qid"], "drafts": dict(st), "answer sets": v.get("answer_sets"),
                         "winning votes": v.get("winning_votes"), "F1": r["metrics"].get("f1")})
     return out
+
+
+def split_votes_line(by_cell: dict[str, list[dict[str, Any]]]) -> str:
+    """Over KB-BINDER cells' records (cell → records): how many questions :func:`split_votes` lists, of how
+    many, and every draft of those cells by outcome, with the share that answered nothing."""
+    recs = [r for rs in by_cell.values() for r in rs]
+    drafts = Counter()
+    for r in recs:
+        drafts.update((summary_of(r).get("vote") or {}).get("statuses") or {})
+    total = sum(drafts.values())
+    text = (f"{sum(len(split_votes(rs)) for rs in by_cell.values())} of the {len(recs)} questions of "
+            f"{' and '.join(by_cell)} had drafts that disagreed or did not answer")
+    if total:
+        text += (f". All {total:,} drafts of the cells by outcome: " + ", ".join(f"{k} {n}" for k, n in drafts.most_common())
+                 + f" — {100 * (total - drafts['ok']) / total:.0f} % answer nothing, and only the others vote")
+    return text + "."
 
 
 def judged_no_first(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -146,10 +146,11 @@ def _pgakv_paper(s: str, run: str, name: str) -> tuple[float | None, str]:
 
 # ---------------------------------------------------------------- Keqing on MetaQA
 #: Why KB-BINDER's paper value sits beside our exact set, not our Hits@1 (under the per-paper tables)
-KBBINDER_NOTE = ("KB-BINDER beside the Keqing paper: its Table 2 row KB-BINDER came from KB-BINDER's own MetaQA "
-                 "scripts, which score exact-set accuracy (the predicted answer set equals the gold set), though the "
-                 "table is headed Hits@1. So the paper's KB-BINDER value sits beside our exact set (`exact_match`, "
-                 "the same records), and our KB-BINDER Hits@1 row has no paper value.")
+KBBINDER_NOTE = ("KB-BINDER beside the Keqing paper: its Table 2 is headed Hits@1, and its appendix B says the "
+                 "baselines' values are taken from their own papers with the same metric; KB-BINDER's released MetaQA "
+                 "scripts, as we read them, score exact-set accuracy (the predicted answer set equals the gold set). "
+                 "So the paper's KB-BINDER value sits beside our exact set (`exact_match`, the same records), and our "
+                 "KB-BINDER Hits@1 row has no paper value.")
 KBBINDER_HITS_SOURCE = "no paper value in Hits@1: the paper's KB-BINDER value is exact-set accuracy (the exact-set row)"
 
 
@@ -589,7 +590,8 @@ def settings_key() -> str:
 def tog_paper_note() -> str:
     """Where Think-on-Graph's paper value beside PG&AKV's comes from: ToG's own GPT-4 result, not GPT-3.5."""
     return (f"Think-on-Graph's paper value, {B.PAPER_TOG_QALD10_GPT4:.1f} (QALD-10, Hit@1), is ToG's own result with "
-            "GPT-4, from ToG's paper as quoted in PG&AKV's sec. 4.4.1; PG&AKV's values are GPT-3.5.")
+            "GPT-4, from ToG's paper as quoted in PG&AKV's sec. 4.4.1 (ToG is not a row of PG&AKV's Table 2); ours is "
+            "the local model's.")
 
 
 def grailqa_levels_note(records: Records | None = None) -> str:
@@ -621,11 +623,12 @@ def pairs_key(columns) -> str:
 
 def paper_where(source: str) -> str:
     """A paper source in a few words: ``Keqing Table 2, MetaQA 1-hop`` (paper, table, column), or the source up
-    to its first bracket when it names no column; ``—`` for none."""
+    to its first bracket when it names no column; ``—`` for none. A few-shot or zero-shot row keeps its setting
+    (``FuSIC-KBQA Table 2, few-shot, WebQSP→GrailQA-Tech``): the two differ by tens of points."""
     if not isinstance(source, str) or not source or source.startswith("no paper value"):
         return "—"
-    m = re.match(r"^(.*?) paper, ([^,:]+).*?column ([^(,:]+)", source)
-    return f"{m.group(1)} {m.group(2)}, {m.group(3).strip()}" if m else source.split(" (")[0]
+    m = re.match(r"^(.*?) paper, ([^,:]+)(, (?:few|zero)-shot)?.*?column ([^(,:]+)", source)
+    return f"{m.group(1)} {m.group(2)}{m.group(3) or ''}, {m.group(4).strip()}" if m else source.split(" (")[0]
 
 
 def method_table(rows, title: str) -> ResultTable:

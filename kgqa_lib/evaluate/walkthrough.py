@@ -194,7 +194,7 @@ def tog_relations(step, width: int = 80):
     return pd.DataFrame([(r.entity, len(r.candidates), first_and_count(r.candidates, width, "; "),
                           ", ".join(f"{n} ({sc:.2f})" for n, sc in r.kept), "yes" if r.called else "no", r.error or "")
                          for r in step.relations],
-                        columns=["from", "relations", "shown", "kept (score)", "LLM call", "parse"])
+                        columns=["from", "relations", "relations (first few)", "kept (score)", "LLM call", "parse"])
 
 
 def tog_entities(step, width: int = 80):

@@ -159,13 +159,18 @@ def test_a_methods_cells_say_which_metric_and_column_the_paper_value_is(results)
     assert notes[0] == overview.KBBINDER_NOTE
     fusic = rows[rows["cell"].str.endswith(".kbbinder_fs")]
     value = fusic["paper value"].iloc[0]
-    assert (f"{value:.1f} (FuSIC-KBQA Table 2, {F.PAPER_COLUMN}) is one number of the paper's, beside each of our "
+    assert (f"{value:.1f} (FuSIC-KBQA Table 2, few-shot, {F.PAPER_COLUMN}) is one number of the paper's, beside each of our "
             f"{len(fusic)} sets") in notes[1]
     tog = pd.DataFrame([r for r in overview.pgakv_rows() if r["method"] == "Think-on-Graph"])
     assert overview.method_notes(tog) == [overview.tog_paper_note()]
     assert overview.paper_where("PG&AKV paper, sec. 4.4.1: ToG with GPT-4 on QALD-10 (Hit@1)") == \
         "PG&AKV paper, sec. 4.4.1: ToG with GPT-4 on QALD-10"
     assert overview.paper_where(float("nan")) == "—"
+    # the setting stays: Table 2's KB-Binder row is 68.0 few-shot and 33.6 zero-shot
+    assert overview.paper_where("FuSIC-KBQA paper, Table 2, zero-shot, KB-Binder, column W→GI-T (F1): 33.6") == \
+        "FuSIC-KBQA Table 2, zero-shot, W→GI-T"
+    assert overview.paper_where("Keqing paper, Table 2, row KB-BINDER, column MetaQA 1-hop (exact set)") == \
+        "Keqing Table 2, MetaQA 1-hop"
 
 
 # ---------------------------------------------------------------- keys, hours, headline lines (notebook 90)

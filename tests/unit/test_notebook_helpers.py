@@ -400,9 +400,24 @@ def test_tog_deeper_explores_and_judges_until_a_stop(monkeypatch, capsys):
 
 def test_judged_stops_line_counts_the_saved_tog_records(monkeypatch):
     def rec(stopped, depth):
-        return {"summary": {"tog": {"stopped": stopped, "depth_reached": depth}}}
+        return {"summary": {"tog": {"stopped": stopped, "depth_reached": depth}}, "metrics": {"hits@1": 0.0}}
 
     saved = {"tog_multihop": [rec("judged_sufficient", 1), rec("judged_sufficient", 2), rec("max_depth", 3)],
              "tog_metaqa_2hop": [rec("judged_sufficient", 1)], "kbbinder_metaqa_1hop": [rec("judged_sufficient", 1)]}
     monkeypatch.setattr(B, "Records", lambda table: (lambda name: saved.get(name, [])))
-    assert B.judged_stops_line() == "in the saved ToG benchmark records: 3 searches stopped by the judge, 2 at depth 1"
+    assert B.judged_stops_line() == ("in the saved ToG benchmark records: 3 searches stopped by the judge, 2 of them at "
+                                     "depth 1; on MetaQA dev (our reported part) it stops at depth 1 on 1 of 1 2-hop "
+                                     "questions, before a path can reach the answer: hence ToG's low multi-hop MetaQA "
+                                     "rows in section 0")
+
+
+def test_split_votes_line_counts_questions_and_every_draft_by_outcome():
+    def rec(qid, statuses, sets):
+        return {"qid": qid, "summary": {"vote": {"statuses": statuses, "answer_sets": sets, "winning_votes": 1}},
+                "metrics": {"f1": 1.0}}
+
+    cells = {"a.kbbinder_fs": [rec("q1", {"ok": 6}, 1), rec("q2", {"ok": 3, "no_answer": 3}, 1)],
+             "b.kbbinder_fs": [rec("q3", {"ok": 4, "bad_form": 2}, 2)]}
+    line = B.split_votes_line(cells)
+    assert line.startswith("2 of the 3 questions of a.kbbinder_fs and b.kbbinder_fs had drafts that disagreed")
+    assert "All 18 drafts of the cells by outcome: ok 13, no_answer 3, bad_form 2 — 28 % answer nothing" in line

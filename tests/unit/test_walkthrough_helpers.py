@@ -129,7 +129,7 @@ def test_stage_displays_of_the_walkthroughs():
     cell = W.tog_entities(many).iloc[0]["candidates (path score)"]
     assert cell == "Country 0 (0.00), Country 1 (0.00), Country 2 (0.00), … and 9 more"  # whole names that fit in 80
     assert len(cell) <= 90  # within the notebooks' display.max_colwidth, so pandas cuts nothing
-    assert W.tog_relations(many, width=40).iloc[0]["shown"] == "relation 0; relation 1; … and 7 more"
+    assert W.tog_relations(many, width=40).iloc[0]["relations (first few)"] == "relation 0; relation 1; … and 7 more"
     assert W.first_and_count(["a", "b"], 5) == "a, b" and W.first_and_count(["a" * 50, "b"], 10) == "a" * 50 + ", … and 1 more"
     assert list(W.tog_beam(step)["path"]) == ["(T | directed by | M)", "(A | starred actors | T)"]
     layers, edges, titles = W.tog_layers([step], ["T"])
