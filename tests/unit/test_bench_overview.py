@@ -254,3 +254,23 @@ def test_pgakv_on_the_metaqa_kb_is_its_own_table_beside_the_papers_columns(resul
     assert list(t.columns[1:4]) == ["1-hop", "2-hop", "3-hop"] and "on MetaQA dev (our reported part)" in t.title
     assert list(t.columns[4:]) == ["paper: SimpleQuestions", "paper: QALD-10 for 2-hop, 3-hop"]  # one column a value
     assert not any(s.startswith("MetaQA") for s in by["PG&AKV Hits@1"].columns)
+
+
+def test_cost_reading_names_each_papers_method_against_io_on_the_same_kg():
+    from kgqa_lib.bench.result_table import table
+
+    cols = ["paper", "method", "KG", "cells", "questions", "calls/q", "tokens/q", "s/q", "hours"]
+    rows = [["PG&AKV", "IO", "mini-world", 3, 225, "1.00", "200", "1.8", "0.11"],
+            ["PG&AKV", "PG&AKV (threshold 0.7, the paper's)", "mini-world", 3, 225, "2.96", "1200", "41.7", "2.60"],
+            ["Keqing", "Keqing, four stages", "MetaQA KB", 3, 600, "3.25", "1214", "21.8", "3.64"],
+            ["Keqing", "Keqing, four stages, ORACLE topics", "MetaQA KB", 1, 200, "2.12", "9999", "13.4", "0.74"],
+            ["FuSIC-KBQA", "FuSIC, dense retriever (≈ FuSIC(T)), zero-shot", "MetaQA KB", 3, 300, "3.26", "4464", "19", "1.6"]]
+    text = overview.cost_reading(table("cost", "t", cols, rows))
+    lines = text.splitlines()
+    assert lines[1] == ("- PG&AKV's method (PG&AKV (threshold 0.7, the paper's)), per question: mini-world 3.0 calls "
+                        "and 1,200 tokens, 6.0× IO's tokens.")
+    assert lines[2] == "- Keqing's method (Keqing, four stages), per question: MetaQA KB 3.2 calls and 1,214 tokens."
+    assert not any("FuSIC-KBQA's method" in x for x in lines)  # its zero-shot row is not the paper's main setting
+    assert lines[-1] == ("- From 200 tokens a question (IO, mini-world) to 9,999 (Keqing, four stages, ORACLE topics, "
+                         "MetaQA KB), 50 times as many.")
+    assert overview.cost_reading(table("cost", "t", cols, [])) == ""
