@@ -421,3 +421,17 @@ def test_split_votes_line_counts_questions_and_every_draft_by_outcome():
     line = B.split_votes_line(cells)
     assert line.startswith("2 of the 3 questions of a.kbbinder_fs and b.kbbinder_fs had drafts that disagreed")
     assert "All 18 drafts of the cells by outcome: ok 13, no_answer 3, bad_form 2 — 28 % answer nothing" in line
+
+
+def test_exact_gap_sorts_right_first_answers_with_a_wrong_set_by_precision_and_recall():
+    def rec(hits, exact, p, r, f1):
+        return {"metrics": {"hits@1": hits, "exact_match": exact, "precision": p, "recall": r, "f1": f1}}
+
+    recs = [rec(1, 1, 1, 1, 1), rec(1, 0, 0.5, 1, 0.6), rec(1, 0, 1, 0.5, 0.8), rec(1, 0, 0.5, 0.5, 0.4),
+            rec(0, 0, 0, 0, 0)]
+    gap = B.exact_gap(recs)
+    assert gap["f1"] == pytest.approx(60.0) and {k: v for k, v in gap.items() if k != "f1"} == \
+        {"n": 3, "over": 1, "under": 1, "both": 1}
+    line = B.exact_gap_line({3: recs})
+    assert "(3-hop): 3 questions have a right first answer but not the gold set; of them 1 hold every" in line
+    assert "their mean F1 is 60.0 points" in line and B.exact_gap_line({3: []}) == ""
