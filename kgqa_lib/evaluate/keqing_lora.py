@@ -17,7 +17,8 @@ DECOMPOSERS = ("ICL, 1.5B", "ICL, 0.5B", "zero-shot, 0.5B", "LoRA, 0.5B")
 BASE_ID = "qwen2.5-0.5b-hf"  # the 0.5B weights through transformers, without adapters
 KG = "miniworld"
 # The Keqing paper, appendix D, Table 8, row "Question Decomposition", dataset MetaQA (LoRA on LLaMA-7B).
-PAPER_TABLE8 = {"training examples": 32927, "batch (per device)": 64, "epochs": 3, "training time": "9.5 h",
+PAPER_TABLE8 = {"base model": "LLaMA-7B (app. D)", "LoRA rank / α / targets / learning rate": "not given",
+                "training examples": 32927, "batch (per device)": 64, "epochs": 3, "training time": "9.5 h",
                 "hardware": "two NVIDIA Quadro RTX 8000, 48G each (app. D); 16.5G used"}
 OUTCOMES = ("right", "too few hops", "too many hops", "a hop reversed", "another relation", "unparseable")
 
@@ -42,6 +43,26 @@ def sample_questions(hops: list[int], n_questions: int | None, seed: int) -> lis
     return [q for h in hops for q in Dataset("h", [x for x in test if x.metadata["hops"] == h]).sample(n_questions, seed)]
 
 
+def template_overlap(questions: list[Any], n_exemplars: int, embedder) -> str:
+    """How new the test questions are to the decomposers: the training pool's question templates, how many test
+    questions share one with the pool (every template has pool questions: :func:`~kgqa_lib.methods.keqing.pool_for`),
+    and for how many the in-context decomposers' worked examples include a question of the same template."""
+    from collections import Counter
+
+    from ..methods.keqing import bank_for, pool_for, select_exemplars
+
+    pool, bank = pool_for(KG), bank_for(KG)
+    templates = Counter(p.metadata.get("template") for p in pool)
+    shared = [q for q in questions if q.metadata.get("template") in templates]
+    shown = sum(any(p.metadata.get("template") == q.metadata.get("template")
+                    for p, _ in select_exemplars(q, pool, bank, embedder, n_exemplars)) for q in questions)
+    each = sorted(set(templates.values()))
+    return (f"The {len(pool)} training examples come from {len(templates)} question templates "
+            f"({'/'.join(map(str, each))} each); {len(shared)} of the {len(questions)} test questions share a template "
+            f"with them, and for {shown} of them the in-context decomposers' {n_exemplars} worked examples include a "
+            "question of the same template: the test questions are new, their templates are not.")
+
+
 def record_file(key: str) -> Path:
     """Where a recipe's training record is kept: ``results/bench/keqing_lora_<key>.json``."""
     from ..paths import results_dir
@@ -54,7 +75,11 @@ def table8(training, recipe, n_examples: int):
     :class:`~kgqa_lib.llm.finetune.Training` record, None before one is made)."""
     import pandas as pd
 
-    ours = {"training examples": n_examples, "batch (per device)": recipe.batch,
+    ours = {"base model": "Qwen2.5-0.5B-Instruct",
+            "LoRA rank / α / targets / learning rate": f"{recipe.rank} / {recipe.alpha} / "
+                                                       f"{', '.join(t.removesuffix('_proj') for t in recipe.targets)} / "
+                                                       f"{recipe.lr:g}",
+            "training examples": n_examples, "batch (per device)": recipe.batch,
             "epochs": round(recipe.steps * recipe.batch / n_examples, 1),
             "training time": f"{training.seconds:.0f} s (recorded)" if training else "not trained yet",
             "hardware": "CPU, float32"}

@@ -41,12 +41,23 @@ def test_record_file_and_table8(tmp_path, monkeypatch):
 
     monkeypatch.setenv("KGQA_RESULTS_DIR", str(tmp_path))
     assert L.record_file("abc") == tmp_path / "bench" / "keqing_lora_abc.json"
-    recipe = SimpleNamespace(batch=4, steps=16)
+    recipe = SimpleNamespace(batch=4, steps=16, rank=8, alpha=16, targets=("q_proj", "v_proj"), lr=3e-4)
     t = L.table8(None, recipe, 32)
+    assert t.loc["LoRA rank / α / targets / learning rate"].tolist() == ["not given", "8 / 16 / q, v / 0.0003"]
     assert list(t.columns) == ["Keqing paper, Table 8 (MetaQA)", "ours"]
     assert t.loc["epochs", "ours"] == 2.0 and t.loc["training time", "ours"] == "not trained yet"
     assert t.loc["training examples", "Keqing paper, Table 8 (MetaQA)"] == 32927
     assert L.table8(SimpleNamespace(seconds=41.6), recipe, 32).loc["training time", "ours"] == "42 s (recorded)"
+
+
+def test_template_overlap_counts_the_test_questions_whose_template_the_pool_holds():
+    from kgqa_lib.embed.embedder import Embedder
+
+    questions = L.sample_questions([1, 2, 3], 2, 0)
+    text = L.template_overlap(questions, 4, Embedder())
+    assert text.startswith("The 28 training examples come from 14 question templates (2 each); 6 of the 6 test")
+    assert text.endswith("the test questions are new, their templates are not.")
+    assert "for 0 of them" not in text  # the closest worked examples are the same template's pool questions
 
 
 def test_the_four_decomposers_share_the_base_weights_and_name_the_adapters(tmp_path):
