@@ -1,7 +1,7 @@
 """FuSIC-KBQA's Table 1 for our transfer pairs, from the data (no LLM): a measurement table
 (``kgqa bench run fusic_table1``) whose JSON holds numbers only — per pair of the bench table
 ``fusic`` (:data:`kgqa_lib.bench.fusic.PAIRS`, the same reported questions: MetaQA dev, 100 per hop,
-seeded; GrailQA-Tech's 124; the mini-world's held-out parts) the statistics of
+seeded; GrailQA-Tech's 124; the mini-world's reported parts) the statistics of
 :func:`kgqa_lib.evaluate.transfer_stats.table1_statistics` (their definitions, and where our data
 cannot give the paper's exactly, are in that module's doc). The FuSIC report shows them beside the
 paper's Table 1 rows (:func:`section`)."""
