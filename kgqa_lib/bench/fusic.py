@@ -1897,7 +1897,8 @@ def summary_transfer(records: Records) -> str:
              "MetaQA's entity IRIs are their names, so there a query can be written without retrieval): "
              f"FuSIC(T) few-shot is above it on {_on(naive['above'])} (paired 95% CIs above 0)"
              + (f", not clearly on {_on(naive['includes'] + naive['below'])}" if naive["includes"] + naive["below"] else "")
-             + f"; KB-BINDER few-shot scores {f1('kbbinder_fs')} (the paper: {PAPER['kbbinder_fs'][1]}).",
+             + f"; KB-BINDER few-shot scores {f1('kbbinder_fs')} (the paper: {PAPER['kbbinder_fs'][1]}), zero-shot "
+             f"{f1('kbbinder_zs')} (the paper: {PAPER['kbbinder_zs'][1]}).",
              ("Few-shot minus zero-shot FuSIC(T), paired (the paper, W→GI-T: "
               f"{t_few} vs {t_zero}): " + "; ".join(f"{SHORT[p]} {format_gain(g)}, {side(g)}" if g else
                                                   f"{SHORT[p]} not run yet" for p, g in fz.items()) + "."),
@@ -2142,8 +2143,13 @@ def summary_ablations(records: Records) -> str:
             rep.append(f"{'?' if same is None else same} of {n} on {p[-1]}-hop")
     one = cell_records(records, cell_name("metaqa1", "fs_dense"))
     curve = f1_after_rounds(one) if one and not one.partial else None
-    parts.append("Feedback: " + (f"on MetaQA 1-hop F1 goes {_pct(curve[0])} → {_pct(curve[-1])} from round 0 to 4 (the "
-                                 f"paper, (T,P): {PAPER_EGF['few-shot'][0]} → {PAPER_EGF['few-shot'][-1]}); "
+    both = cell_records(records, cell_name("metaqa1", "fs_both"))
+    curve_tp = f1_after_rounds(both) if both and not both.partial else None
+    parts.append("Feedback: " + (f"on MetaQA 1-hop F1 goes {_pct(curve[0])} → {_pct(curve[-1])} from round 0 to 4 with "
+                                 "FuSIC(T)"
+                                 + (f" and {_pct(curve_tp[0])} → {_pct(curve_tp[-1])} with both retrievers, the "
+                                    "paper's setting here" if curve_tp else "")
+                                 + f" (the paper, (T,P): {PAPER_EGF['few-shot'][0]} → {PAPER_EGF['few-shot'][-1]}); "
                                  if curve else "")
                  + ("feedback rounds that repeat the query before them, which cannot change the answer: "
                     + ", ".join(rep) + "." if rep else "no feedback rounds recorded yet."))

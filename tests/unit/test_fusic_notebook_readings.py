@@ -63,6 +63,8 @@ def test_one_effect_has_one_interval_whichever_way_a_table_states_it(monkeypatch
     assert axis[default_key()].startswith(f"{format_gain(fz)} (n=30)")
     summary = B.summary_transfer(records)
     assert f"MetaQA 1-hop {format_gain(fz)}" in summary
+    assert "None of these numbers is a held-out estimate" in summary  # settings were chosen on these questions
+    assert f"zero-shot —/—/—/— (the paper: {B.PAPER['kbbinder_zs'][1]})" in summary  # KB-BINDER zero-shot, no cells
     t = B.result_tables(records)
     zs_row = next(r for r in t["table2"].rows if r[0] == B.PAIRS["metaqa1"][4] and r[1] == B.CONFIGS["zs_dense"][2])
     assert zs_row[4] == f"{format_gain(zf)} (n=30)"
