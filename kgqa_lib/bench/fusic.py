@@ -1108,13 +1108,36 @@ def langchain_table(records: Records) -> ResultTable:
                  ["cell", "n", "F1 [95% CI]", "Hits@1", "outcome", "code fence", "foaf:", "INSERT / DELETE"], rows)
 
 
+#: what the LangChain table's columns count (the report and notebook 21 print it)
+LANGCHAIN_LEGEND = (
+    "Counts of questions. Outcome: `no_intent` (the intent call answered neither SELECT nor UPDATE: the chain stops), "
+    "`update_refused` (UPDATE intent: the chain would write to the KG; refused), `parse_error`, `rejected` (not a "
+    "read-only query), `timeout`, `empty` (no rows), `ok` (rows: scored). Shape: the generated query wrapped in a "
+    "code fence (the chain passes it to the KG as it is), declaring the prefix `foaf:` (the prompt's example), "
+    "containing INSERT or DELETE.")
+
+
+def langchain_reading(t: ResultTable) -> str:
+    """What the LangChain table says, from its rows: how many of the chain's queries came wrapped in a code fence
+    (which the chain does not strip), how many did not parse or were refused as writes, and how many returned rows."""
+    rows = [dict(zip(t.columns, r)) for r in t.rows if isinstance(r[1], int)]
+    if not rows:
+        return ""
+    n = sum(r["n"] for r in rows)
+    outcomes = Counter()
+    for r in rows:
+        for part in str(r["outcome"]).split(", "):
+            name, _, k = part.rpartition(" ")
+            if k.isdigit():
+                outcomes[name] += int(k)
+    fenced = sum(int(r["code fence"]) for r in rows)
+    return (f"{fenced} of the {n} queries the chain wrote came wrapped in a code fence, which it passes to the KG as "
+            f"it is: {outcomes['parse_error']} did not parse, {outcomes['update_refused']} asked to write to the KG "
+            f"and were refused, and {outcomes['ok']} returned rows.")
+
+
 def langchain_section(t: ResultTable) -> list[str]:
-    return ["", f"## {t.title}", "",
-            "Counts of questions. Outcome: `no_intent` (the intent call answered neither SELECT nor UPDATE: the "
-            "chain stops), `update_refused` (UPDATE intent: the chain would write to the KG; refused), "
-            "`parse_error`, `rejected` (not a read-only query), `timeout`, `empty` (no rows), `ok` (rows: scored). "
-            "Shape: the generated query wrapped in a code fence (the chain passes it to the KG as it is), "
-            "declaring the prefix `foaf:` (the prompt's example), containing INSERT or DELETE.", "", _md(t)]
+    return ["", f"## {t.title}", "", LANGCHAIN_LEGEND, "", _md(t), "", langchain_reading(t)]
 
 
 #: the Table 2 analogue's paired column: each row minus the FuSIC(T) cell it is compared with (:data:`BASELINE_OF`)

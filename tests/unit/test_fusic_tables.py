@@ -278,3 +278,16 @@ def test_table7_reading_counts_where_re_ranking_lowers_the_miss_rate():
     assert text.endswith("In metaqa3.fs_dense no question has its gold elements in the top K, so re-ranking has "
                          "nothing to bring back.")
     assert B.table7_reading(table("table7", "t", list(cols), [])) == ""
+
+
+def test_langchain_reading_totals_the_chains_outcomes():
+    from kgqa_lib.bench.result_table import table
+
+    cols = ["cell", "n", "F1 [95% CI]", "Hits@1", "outcome", "code fence", "foaf:", "INSERT / DELETE"]
+    rows = [["metaqa1.langchain", 10, "0.0", "0.0", "update_refused 2, parse_error 8", 10, 9, 2],
+            ["metaqa2.langchain", 5, "20.0", "20.0", "parse_error 3, ok 2", 3, 5, 0],
+            ["metaqa3.langchain", "not run yet", "", "", "", "", "", ""]]
+    text = B.langchain_reading(table("langchain", "t", cols, rows))
+    assert text == ("13 of the 15 queries the chain wrote came wrapped in a code fence, which it passes to the KG as "
+                    "it is: 11 did not parse, 2 asked to write to the KG and were refused, and 2 returned rows.")
+    assert B.langchain_reading(table("langchain", "t", cols, [])) == ""
