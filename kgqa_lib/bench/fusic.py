@@ -1117,6 +1117,15 @@ LANGCHAIN_LEGEND = (
     "containing INSERT or DELETE.")
 
 
+def short_labels(t: ResultTable) -> ResultTable:
+    """``t`` with each pair's long label (``PAIRS[pair][4]``, the report's) shortened to :data:`SHORT`'s (``MetaQA
+    1-hop``, ``GrailQA-Tech``): a notebook's table then fits the page; the legend names each pair in full."""
+    from dataclasses import replace
+
+    short = {v[4]: SHORT[p] for p, v in PAIRS.items() if p in SHORT}
+    return replace(t, rows=tuple(tuple(short.get(c, c) if isinstance(c, str) else c for c in r) for r in t.rows))
+
+
 def langchain_reading(t: ResultTable) -> str:
     """What the LangChain table says, from its rows: how many of the chain's queries came wrapped in a code fence
     (which the chain does not strip), how many did not parse or were refused as writes, and how many returned rows."""

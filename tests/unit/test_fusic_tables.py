@@ -291,3 +291,11 @@ def test_langchain_reading_totals_the_chains_outcomes():
     assert text == ("13 of the 15 queries the chain wrote came wrapped in a code fence, which it passes to the KG as "
                     "it is: 11 did not parse, 2 asked to write to the KG and were refused, and 2 returned rows.")
     assert B.langchain_reading(table("langchain", "t", cols, [])) == ""
+
+
+def test_short_labels_shortens_the_pairs_and_nothing_else():
+    from kgqa_lib.bench.result_table import table
+
+    t = table("x", "t", ["pair", "F1"], [[B.PAIRS["gtech"][4], "51.8"], ["metaqa1.fs_dense", 7]])
+    short = B.short_labels(t)
+    assert short.rows == (("GrailQA-Tech", "51.8"), ("metaqa1.fs_dense", 7)) and short.title == "t"
