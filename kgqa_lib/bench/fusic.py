@@ -1859,6 +1859,23 @@ def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_
     return fig
 
 
+def costs_reading(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str:
+    """The seconds behind :func:`figure_costs` for FuSIC(T) few-shot, as a live run takes them per question
+    (:func:`live_stage_seconds`), stage by stage and per pair, beside the paper's appendix A.5; empty without records."""
+    live = {p: live_stage_seconds(cell_records(records, cell_name(p, "fs_dense"))) for p in pairs}
+    live = {p: v for p, v in live.items() if v}
+    if not live:
+        return ""
+    names = {"retrieval": "retrieval", "rerank": "re-ranking", "generation": "generation", "feedback": "feedback"}
+    per = lambda k: "/".join(f"{v[k]:.1f}" for v in live.values())  # noqa: E731
+    return (f"FuSIC(T) few-shot, seconds a question takes live by stage ({', '.join(SHORT[p] for p in live)}): "
+            + "; ".join(f"{names[k]} {per(k)}" for k in names)
+            + "; in all " + "/".join(f"{sum(v.values()):.1f}" for v in live.values())
+            + ". The paper (appendix A.5, GPT-4, one retriever): "
+            + "; ".join(f"{names[k]} {PAPER_STAGE_S[k]}" for k in names)
+            + f"; in all {sum(PAPER_STAGE_S.values()):.1f}.")
+
+
 def _f1_of(records: Records, pair: str, config: str) -> float | None:
     """A cell's F1 in points; None without records or while it runs (a partial cell's F1 is not shown)."""
     recs = cell_records(records, cell_name(pair, config))

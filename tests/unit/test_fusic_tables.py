@@ -299,3 +299,16 @@ def test_short_labels_shortens_the_pairs_and_nothing_else():
     t = table("x", "t", ["pair", "F1"], [[B.PAIRS["gtech"][4], "51.8"], ["metaqa1.fs_dense", 7]])
     short = B.short_labels(t)
     assert short.rows == (("GrailQA-Tech", "51.8"), ("metaqa1.fs_dense", 7)) and short.title == "t"
+
+
+def test_costs_reading_gives_each_stage_beside_appendix_a5():
+    rec = {"qid": "q0", "metrics": {"f1": 1.0},
+           "stages": {"seconds": {"retrieval": 0.5, "rerank": 4.0, "generation": 3.0, "feedback": 1.0},
+                      "calls": {"rerank": 2, "generation": 1, "feedback": 1}},
+           "llm": {"recorded_seconds": 8.0, "seconds": 8.0, "cache_hits": 0}}
+    text = B.costs_reading(lambda c: [rec] if c == "metaqa1.fs_dense" else [], pairs=("metaqa1",))
+    assert text.startswith("FuSIC(T) few-shot, seconds a question takes live by stage (MetaQA 1-hop): retrieval 0.5; "
+                           "re-ranking 4.0; generation 3.0; feedback 1.0; in all 8.5.")
+    assert "(appendix A.5, GPT-4, one retriever): retrieval 14.4; re-ranking 9.6; generation 14.4; feedback 18.9; " \
+           "in all 57.3." in text
+    assert B.costs_reading(lambda c: [], pairs=("metaqa1",)) == ""
