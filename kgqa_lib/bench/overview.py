@@ -703,8 +703,9 @@ def cost_reading(cost: ResultTable) -> str:
         items.append(f"- {paper}'s method ({own[0]['method']}), per question: " + "; ".join(parts) + ".")
     if not items:
         return ""
-    top = max(rows, key=lambda r: float(r["tokens/q"]))
-    cheap = min(rows, key=lambda r: float(r["tokens/q"]))
+    counted = [r for r in rows if float(r["tokens/q"]) > 0]  # a method without LLM tokens bounds nothing
+    top = max(counted, key=lambda r: float(r["tokens/q"]))
+    cheap = min(counted, key=lambda r: float(r["tokens/q"]))
     return "\n".join(["Reading the cost table:", *items,
                       f"- From {float(cheap['tokens/q']):,.0f} tokens a question ({cheap['method']}, {cheap['KG']}) to "
                       f"{float(top['tokens/q']):,.0f} ({top['method']}, {top['KG']}), "
