@@ -1140,9 +1140,9 @@ def langchain_reading(t: ResultTable) -> str:
             if k.isdigit():
                 outcomes[name] += int(k)
     fenced = sum(int(r["code fence"]) for r in rows)
-    return (f"{fenced} of the {n} queries the chain wrote came wrapped in a code fence, which it passes to the KG as "
-            f"it is: {outcomes['parse_error']} did not parse, {outcomes['update_refused']} asked to write to the KG "
-            f"and were refused, and {outcomes['ok']} returned rows.")
+    return (f"Of the {n} questions, {fenced} got a query wrapped in a code fence (which the chain passes to the KG as "
+            f"it is); {outcomes['parse_error']} got a query that did not parse, {outcomes['update_refused']} one that "
+            f"asked to write to the KG (refused), and {outcomes['ok']} one that returned rows.")
 
 
 def langchain_section(t: ResultTable) -> list[str]:
@@ -1862,18 +1862,20 @@ def figure_costs(cost: ResultTable, configs: tuple[str, ...] = ("fs_dense", "zs_
 def costs_reading(records: Records, pairs: tuple[str, ...] = (*METAQA, "gtech")) -> str:
     """The seconds behind :func:`figure_costs` for FuSIC(T) few-shot, as a live run takes them per question
     (:func:`live_stage_seconds`), stage by stage and per pair, beside the paper's appendix A.5; empty without records."""
-    live = {p: live_stage_seconds(cell_records(records, cell_name(p, "fs_dense"))) for p in pairs}
+    cells = {p: cell_records(records, cell_name(p, "fs_dense")) for p in pairs}
+    live = {p: live_stage_seconds(recs) for p, recs in cells.items() if recs and not recs.partial}  # never a running cell
     live = {p: v for p, v in live.items() if v}
     if not live:
         return ""
-    names = {"retrieval": "retrieval", "rerank": "re-ranking", "generation": "generation", "feedback": "feedback"}
+    names = {"retrieval": "retrieval", "rerank": "re-ranking", "exemplars": "exemplars", "generation": "generation",
+             "feedback": "feedback"}
     per = lambda k: "/".join(f"{v[k]:.1f}" for v in live.values())  # noqa: E731
     return (f"FuSIC(T) few-shot, seconds a question takes live by stage ({', '.join(SHORT[p] for p in live)}): "
             + "; ".join(f"{names[k]} {per(k)}" for k in names)
-            + "; in all " + "/".join(f"{sum(v.values()):.1f}" for v in live.values())
+            + "; sum " + "/".join(f"{sum(v.values()):.1f}" for v in live.values())
             + ". The paper (appendix A.5, GPT-4, one retriever): "
-            + "; ".join(f"{names[k]} {PAPER_STAGE_S[k]}" for k in names)
-            + f"; in all {sum(PAPER_STAGE_S.values()):.1f}.")
+            + "; ".join(f"{names[k]} {PAPER_STAGE_S[k]}" for k in names if k in PAPER_STAGE_S)
+            + f"; sum {sum(PAPER_STAGE_S.values()):.1f}.")
 
 
 def _f1_of(records: Records, pair: str, config: str) -> float | None:

@@ -183,8 +183,8 @@ SETTINGS_LEGEND = (
     "cell's chain questions. `paired difference`: Hits@1 on the questions both cells answered, in points, with its 95% "
     "CI; each row names its comparison (linked − ORACLE; dense − linked: the supplement against the linked default). "
     "While the dense cell runs, it reads `partial k/N` and is not scored. The paper, appendix C, Table 5, column "
-    "`Overall` (F1 with EM in brackets, in points): "
-    + ", ".join(f"{m} {PAPER[m]['all'][1]} ({PAPER[m]['all'][0]})" for m in PAPER)
+    "`Overall` (F1 with EM in brackets): "
+    + ", ".join(f"{m} {PAPER[m]['all'][1]}% ({PAPER[m]['all'][0]}%)" for m in PAPER)
     + "; the same for every row, and on the dense row the paper's own setting as far as it says: its sec. 3.2 "
     "(\"In practice, … will also be included as supplementary answer candidates\") implies that its numbers, "
     "Table 5's Keqing-LLaMA row among them, include the supplement.")

@@ -699,11 +699,13 @@ def cost_reading(cost: ResultTable) -> str:
             seen.add(r["KG"])
             ratio = (f", {float(r['tokens/q']) / io[(paper, r['KG'])]:.1f}× IO's tokens"
                      if io.get((paper, r["KG"])) else "")
-            parts.append(f"{r['KG']} {float(r['calls/q']):.1f} calls and {float(r['tokens/q']):,.0f} tokens{ratio}")
+            parts.append(f"{r['KG']} {r['calls/q']} calls and {float(r['tokens/q']):,.0f} tokens{ratio}")
         items.append(f"- {paper}'s method ({own[0]['method']}), per question: " + "; ".join(parts) + ".")
     if not items:
         return ""
     counted = [r for r in rows if float(r["tokens/q"]) > 0]  # a method without LLM tokens bounds nothing
+    if not counted:
+        return "\n".join(["Reading the cost table:", *items])
     top = max(counted, key=lambda r: float(r["tokens/q"]))
     cheap = min(counted, key=lambda r: float(r["tokens/q"]))
     return "\n".join(["Reading the cost table:", *items,

@@ -55,9 +55,9 @@ def template_overlap(questions: list[Any], n_exemplars: int, embedder) -> str:
     templates = Counter(p.metadata.get("template") for p in pool)
     shared = [q for q in questions if q.metadata.get("template") in templates]
     shown = sum(any(p.metadata.get("template") == q.metadata.get("template")
-                    for p, _ in select_exemplars(q, pool, bank, embedder, n_exemplars)) for q in questions)
+                    for p, _ in select_exemplars(q, pool, bank, embedder, n_exemplars)) for q in shared)
     each = sorted(set(templates.values()))
-    return (f"The {len(pool)} training examples come from {len(templates)} question templates "
+    return (f"The {len(pool)} pool questions the training examples come from hold {len(templates)} question templates "
             f"({'/'.join(map(str, each))} each); {len(shared)} of the {len(questions)} test questions share a template "
             f"with them, and for {shown} of them the in-context decomposers' {n_exemplars} worked examples include a "
             "question of the same template: the test questions are new, their templates are not.")

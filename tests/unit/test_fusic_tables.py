@@ -288,8 +288,9 @@ def test_langchain_reading_totals_the_chains_outcomes():
             ["metaqa2.langchain", 5, "20.0", "20.0", "parse_error 3, ok 2", 3, 5, 0],
             ["metaqa3.langchain", "not run yet", "", "", "", "", "", ""]]
     text = B.langchain_reading(table("langchain", "t", cols, rows))
-    assert text == ("13 of the 15 queries the chain wrote came wrapped in a code fence, which it passes to the KG as "
-                    "it is: 11 did not parse, 2 asked to write to the KG and were refused, and 2 returned rows.")
+    assert text == ("Of the 15 questions, 13 got a query wrapped in a code fence (which the chain passes to the KG as "
+                    "it is); 11 got a query that did not parse, 2 one that asked to write to the KG (refused), and 2 one "
+                    "that returned rows.")
     assert B.langchain_reading(table("langchain", "t", cols, [])) == ""
 
 
@@ -301,14 +302,18 @@ def test_short_labels_shortens_the_pairs_and_nothing_else():
     assert short.rows == (("GrailQA-Tech", "51.8"), ("metaqa1.fs_dense", 7)) and short.title == "t"
 
 
-def test_costs_reading_gives_each_stage_beside_appendix_a5():
+def test_costs_reading_gives_each_stage_beside_appendix_a5(monkeypatch):
     rec = {"qid": "q0", "metrics": {"f1": 1.0},
            "stages": {"seconds": {"retrieval": 0.5, "rerank": 4.0, "generation": 3.0, "feedback": 1.0},
                       "calls": {"rerank": 2, "generation": 1, "feedback": 1}},
            "llm": {"recorded_seconds": 8.0, "seconds": 8.0, "cache_hits": 0}}
     text = B.costs_reading(lambda c: [rec] if c == "metaqa1.fs_dense" else [], pairs=("metaqa1",))
     assert text.startswith("FuSIC(T) few-shot, seconds a question takes live by stage (MetaQA 1-hop): retrieval 0.5; "
-                           "re-ranking 4.0; generation 3.0; feedback 1.0; in all 8.5.")
+                           "re-ranking 4.0; exemplars 0.0; generation 3.0; feedback 1.0; sum 8.5.")
     assert "(appendix A.5, GPT-4, one retriever): retrieval 14.4; re-ranking 9.6; generation 14.4; feedback 18.9; " \
-           "in all 57.3." in text
+           "sum 57.3." in text
     assert B.costs_reading(lambda c: [], pairs=("metaqa1",)) == ""
+    import dataclasses
+
+    monkeypatch.setitem(B.CELL_OF, "metaqa1.fs_dense", dataclasses.replace(B.CELL_OF["metaqa1.fs_dense"], planned=2))
+    assert B.costs_reading(lambda c: [rec] if c == "metaqa1.fs_dense" else [], pairs=("metaqa1",)) == ""  # running

@@ -148,7 +148,7 @@ def test_grailqa_report_renders_its_tables_and_the_summary_names_the_gap(results
     assert frames["linked"].loc["all", "paper Keqing-LLaMA (Ours): F1 (EM)"] == "77.8 (72.5)"
     # the paper's Overall values, the same on every setting, are said once under the settings table, not repeated per row
     assert not any(c.startswith("paper ") for c in frames["settings"].columns)
-    assert "Keqing-LLaMA (Ours) 77.8 (72.5), KB-BINDER (Li et al., 2023a) 56.0 (50.6); the same for every row" \
+    assert "Keqing-LLaMA (Ours) 77.8% (72.5%), KB-BINDER (Li et al., 2023a) 56.0% (50.6%); the same for every row" \
         in G.legend("settings")
     assert frames["linked"].loc["i.i.d.", "share"] == "25.0" and frames["linked"].loc["all", "n"] == 200
     text = K.summary()

@@ -55,7 +55,8 @@ def test_template_overlap_counts_the_test_questions_whose_template_the_pool_hold
 
     questions = L.sample_questions([1, 2, 3], 2, 0)
     text = L.template_overlap(questions, 4, Embedder())
-    assert text.startswith("The 28 training examples come from 14 question templates (2 each); 6 of the 6 test")
+    assert text.startswith("The 28 pool questions the training examples come from hold 14 question templates (2 each); "
+                           "6 of the 6 test")
     assert text.endswith("the test questions are new, their templates are not.")
     assert "for 0 of them" not in text  # the closest worked examples are the same template's pool questions
 
@@ -417,9 +418,9 @@ def test_judged_stops_line_counts_the_saved_tog_records(monkeypatch):
              "tog_metaqa_2hop": [rec("judged_sufficient", 1)], "kbbinder_metaqa_1hop": [rec("judged_sufficient", 1)]}
     monkeypatch.setattr(B, "Records", lambda table: (lambda name: saved.get(name, [])))
     assert B.judged_stops_line() == ("in the saved ToG benchmark records: 3 searches stopped by the judge, 2 of them at "
-                                     "depth 1; on MetaQA dev (our reported part) it stops at depth 1 on 1 of 1 2-hop "
-                                     "questions, before a path can reach the answer: hence ToG's low multi-hop MetaQA "
-                                     "rows in section 0")
+                                     "depth 1; on MetaQA dev (our reported part) it stops at depth 1, before a path can "
+                                     "reach the answer, on 1 of 1 2-hop questions (Hits@1 0.0 on those, — on the "
+                                     "others)")
 
 
 def test_split_votes_line_counts_questions_and_every_draft_by_outcome():
@@ -441,8 +442,11 @@ def test_exact_gap_sorts_right_first_answers_with_a_wrong_set_by_precision_and_r
     recs = [rec(1, 1, 1, 1, 1), rec(1, 0, 0.5, 1, 0.6), rec(1, 0, 1, 0.5, 0.8), rec(1, 0, 0.5, 0.5, 0.4),
             rec(0, 0, 0, 0, 0)]
     gap = B.exact_gap(recs)
-    assert gap["f1"] == pytest.approx(60.0) and {k: v for k, v in gap.items() if k != "f1"} == \
-        {"n": 3, "over": 1, "under": 1, "both": 1}
+    assert gap["f1"] == pytest.approx(60.0) and gap["f1 min"] == pytest.approx(40.0)
+    assert {k: gap[k] for k in ("n", "over", "under", "both", "f1 ≥ 50")} == \
+        {"n": 3, "over": 1, "under": 1, "both": 1, "f1 ≥ 50": 2}
     line = B.exact_gap_line({3: recs})
     assert "(3-hop): 3 questions have a right first answer but not the gold set; of them 1 hold every" in line
-    assert "their mean F1 is 60.0 points" in line and B.exact_gap_line({3: []}) == ""
+    assert line.endswith("Their F1: mean 60.0, lowest 40.0; 2 of them score F1 ≥ 50.")
+    assert B.exact_gap_line({3: []}) == ""
+    assert "mean —, lowest —; 0 of them" in B.exact_gap_line({3: recs[:1]})  # no such question: no number

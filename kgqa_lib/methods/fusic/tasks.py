@@ -76,7 +76,7 @@ def canonical_split(split: str) -> str:
 #: The dev part of a target (:func:`dev_questions`): questions of the target's data outside its question
 #: set — so neither reported (the test questions, all of which a cell may report) nor few shots (the
 #: pool, the reserve) — none asking a gold query that one of those (or a source question) asks, each with
-#: a gold form in the target's KB. Settings are chosen there. Where they come from, per
+#: a gold form in the target's KB. It is reserved for choosing settings. Where they come from, per
 #: target domain (``DEV_FROM``): MetaQA — further MetaQA dev questions beyond the METAQA_PER_HOP sample
 #: and the shots reserve, ``DEV_PER_HOP`` per hop (shuffled with their own seed, dealt over the hops); the
 #: mini-world — the questions of the domain's topics in its question sets of :data:`DEV_SETS`, which no
