@@ -1150,7 +1150,7 @@ def langchain_section(t: ResultTable) -> list[str]:
 
 
 #: the Table 2 analogue's paired column: each row minus the FuSIC(T) cell it is compared with (:data:`BASELINE_OF`)
-T2_GAIN = "− FuSIC(T), paired (zero-shot rows: − FuSIC(T) zero-shot)"
+T2_GAIN = "− FuSIC(T), paired (other zero-shot rows: − FuSIC(T) zero-shot)"
 
 
 def table2_table(rec) -> ResultTable:
