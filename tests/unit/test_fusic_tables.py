@@ -317,3 +317,15 @@ def test_costs_reading_gives_each_stage_beside_appendix_a5(monkeypatch):
 
     monkeypatch.setitem(B.CELL_OF, "metaqa1.fs_dense", dataclasses.replace(B.CELL_OF["metaqa1.fs_dense"], planned=2))
     assert B.costs_reading(lambda c: [rec] if c == "metaqa1.fs_dense" else [], pairs=("metaqa1",)) == ""  # running
+
+
+def test_shots_reading_pairs_more_shots_against_five_and_says_the_direction():
+    five = [_rec(f"q{i}", 0.5) for i in range(20)]
+    up = [_rec(f"q{i}", 1.0) for i in range(20)]  # every question gains 50 points
+    have = {"metaqa1.fs_dense": five, "metaqa1.fs_dense_shots100": up}
+    text = B.shots_reading(lambda c: have.get(c, []))
+    assert "100 shots MetaQA 1-hop +50.0 [+50.0, +50.0], MetaQA 2-hop not run yet, MetaQA 3-hop not run yet" in text
+    assert "Of these 1 differences, 1 lie above 0, 0 below and 0 include 0 (95% CIs): more shots help on every hop." in text
+    down = {**have, "metaqa2.fs_dense": five, "metaqa2.fs_dense_shots100": [_rec(f"q{i}", 0.0) for i in range(20)]}
+    assert "no direction holds across the hops" in B.shots_reading(lambda c: down.get(c, []))
+    assert B.shots_reading(lambda c: []) == ""
